@@ -1,0 +1,145 @@
+"""Side-by-side comparison of Temporal-API servers, measured in one invocation.
+
+Runs each scenario of ``bench/throughput.py`` against each address in turn (A then B, scenario by
+scenario, each with its own fresh worker and task queue) and prints, per scenario, throughput and start /
+end-to-end latency for every address plus the ratio B/A. Throughput ratios above 1 mean B is faster;
+latency ratios above 1 mean B is slower. Because both servers are measured by the same process on the
+same machine minutes apart, the ratios are more meaningful than absolute figures from separate runs.
+
+Usage::
+
+    python bench/compare.py --addresses 127.0.0.1:7233,127.0.0.1:7320 \\
+        --scenarios one_activity,ten_activities [--workflows 200] [--concurrency 50] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+
+from throughput import (
+    SCENARIOS,
+    BenchResult,
+    add_connection_arguments,
+    exit_without_finalizing,
+    run_benchmark,
+)
+
+# (label, getter); throughput is higher-is-better, latencies and errors lower-is-better.
+METRICS: list[tuple[str, Callable[[BenchResult], float]]] = [
+    ("workflows/s", lambda r: r.workflows_per_s),
+    ("start p50 ms", lambda r: r.start_ms.p50),
+    ("start p99 ms", lambda r: r.start_ms.p99),
+    ("e2e p50 ms", lambda r: r.e2e_ms.p50),
+    ("e2e p99 ms", lambda r: r.e2e_ms.p99),
+    ("bench cpu s", lambda r: r.client_cpu_s),
+    ("errors", lambda r: float(r.errors)),
+]
+
+
+def _ratio(a: float, b: float) -> str:
+    if a == 0 or a != a or b != b:  # zero or NaN
+        return "-"
+    return f"{b / a:.2f}x"
+
+
+def _letter(index: int) -> str:
+    return chr(ord("A") + index)
+
+
+def format_table(
+    addresses: list[str], results: dict[tuple[str, int], BenchResult], scenarios: list[str]
+) -> str:
+    """One row per (scenario, metric): the value for each address, then X/A for every address X after A."""
+    labels = [f"{_letter(i)} {addr}" for i, addr in enumerate(addresses)]
+    ratio_headers = [f"{_letter(i)}/A" for i in range(1, len(addresses))]
+    header = ["scenario", "metric", *labels, *ratio_headers]
+    rows: list[list[str]] = []
+    for scenario in scenarios:
+        for name, get in METRICS:
+            values = [get(results[(scenario, i)]) for i in range(len(addresses))]
+            cells = [f"{v:.0f}" if name == "errors" else f"{v:.2f}" for v in values]
+            ratios = [_ratio(values[0], v) for v in values[1:]]
+            rows.append([scenario, name, *cells, *ratios])
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        first, second, *rest = cells
+        return "  ".join(
+            [first.ljust(widths[0]), second.ljust(widths[1])]
+            + [c.rjust(w) for c, w in zip(rest, widths[2:], strict=True)]
+        )
+
+    out = [line(header), "  ".join("-" * w for w in widths)]
+    previous = None
+    for row in rows:
+        if previous is not None and row[0] != previous:
+            out.append("")
+        out.append(line(row))
+        previous = row[0]
+    return "\n".join(out)
+
+
+async def _compare(
+    args: argparse.Namespace, addresses: list[str], scenarios: list[str]
+) -> dict[tuple[str, int], BenchResult]:
+    """Results keyed by (scenario, address index): the same address may be listed twice."""
+    results: dict[tuple[str, int], BenchResult] = {}
+    for scenario in scenarios:
+        for index, address in enumerate(addresses):
+            print(f"running {scenario} against {_letter(index)} {address} ...", file=sys.stderr, flush=True)
+            results[(scenario, index)] = await run_benchmark(
+                address=address,
+                scenario=scenario,
+                namespace=args.namespace,
+                workflows=args.workflows,
+                concurrency=args.concurrency,
+                warmup=args.warmup,
+                api_key=args.api_key,
+                tls=args.tls,
+                timeout_s=args.timeout,
+                eager_activities=args.eager_activities,
+            )
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--addresses", required=True, help="comma-separated host:port list, A first")
+    parser.add_argument(
+        "--scenarios",
+        default="one_activity,ten_activities",
+        help=f"comma-separated, from {','.join(SCENARIOS)}",
+    )
+    parser.add_argument("--json", dest="json_path", default=None, help="also write every result here")
+    add_connection_arguments(parser)
+    args = parser.parse_args(argv)
+
+    addresses = [a.strip() for a in args.addresses.split(",") if a.strip()]
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    if len(addresses) < 2:
+        parser.error("--addresses needs at least two addresses (they may be identical)")
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown or not scenarios:
+        parser.error(f"unknown scenarios {unknown}; choose from {', '.join(SCENARIOS)}")
+
+    results = asyncio.run(_compare(args, addresses, scenarios))
+    print(f"workflows {args.workflows}, concurrency {args.concurrency}, warm-up {args.warmup}")
+    print(format_table(addresses, results, scenarios))
+    if args.json_path:
+        payload = {
+            "addresses": addresses,
+            "scenarios": scenarios,
+            "results": [results[(s, i)].to_json() for s in scenarios for i in range(len(addresses))],
+        }
+        with open(args.json_path, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, indent=2)
+            fh.write("\n")
+    return 1 if any(r.errors for r in results.values()) else 0
+
+
+if __name__ == "__main__":
+    exit_without_finalizing(main())

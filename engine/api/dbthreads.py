@@ -1,0 +1,32 @@
+"""Running Django ORM work from the asyncio gRPC server: a bounded thread pool, connections kept healthy."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.db import close_old_connections
+
+T = TypeVar("T")
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def configure(max_workers: int) -> None:
+    global _pool
+    _pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="perdura-db")
+
+
+def _call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    close_old_connections()
+    return fn(*args, **kwargs)
+
+
+async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run `fn` on a database thread and await its result."""
+    if _pool is None:
+        configure(16)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_pool, functools.partial(_call, fn, args, kwargs))

@@ -1,0 +1,52 @@
+"""Mapping of engine errors to gRPC statuses (with Temporal's error details), and the handler wrapper."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import status_pb2
+
+from engine.errors import EngineError
+
+log = logging.getLogger("perdura.api")
+T = TypeVar("T")
+
+
+async def abort(context: grpc.aio.ServicerContext, error: EngineError) -> None:
+    code = getattr(grpc.StatusCode, error.code)
+    status = status_pb2.Status(code=code.value[0], message=error.message)
+    if error.details is not None:
+        detail = any_pb2.Any()
+        detail.Pack(error.details)
+        status.details.append(detail)
+    await context.abort(
+        code, error.message, trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),)
+    )
+
+
+def rpc(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """Turn engine errors into their status; anything unexpected into INTERNAL with an id, never a traceback."""
+
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
+        try:
+            return await handler(self, request, context)
+        except EngineError as e:
+            await abort(context, e)
+        except grpc.aio.AbortError:
+            raise
+        except Exception:
+            incident = uuid.uuid4().hex[:12]
+            log.exception("internal error in %s (incident %s)", handler.__name__, incident)
+            await context.abort(
+                grpc.StatusCode.INTERNAL, f"internal error (incident {incident}); the server log has details"
+            )
+        raise AssertionError("unreachable")
+
+    return wrapper

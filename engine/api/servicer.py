@@ -1,0 +1,642 @@
+"""WorkflowService over gRPC: thin handlers that resolve the namespace, validate, call a service, convert."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import uuid
+
+import grpc
+from perdura import clock
+from temporalio.api.common.v1 import Memo, SearchAttributes, WorkflowExecution, WorkflowType
+from temporalio.api.enums.v1 import (
+    HistoryEventFilterType,
+    NamespaceState,
+    PendingActivityState,
+    TaskQueueKind,
+    WorkflowExecutionStatus,
+)
+from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
+from temporalio.api.history.v1 import History
+from temporalio.api.namespace.v1 import NamespaceConfig, NamespaceInfo
+from temporalio.api.replication.v1 import ClusterReplicationConfig, NamespaceReplicationConfig
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflow.v1 import (
+    PendingActivityInfo,
+    PendingWorkflowTaskInfo,
+    WorkflowExecutionConfig,
+    WorkflowExecutionInfo,
+)
+from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
+from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
+
+from engine import notify, tokens, validation
+from engine.api import dbthreads
+from engine.api.convert import dur, ts
+from engine.api.errors import rpc
+from engine.errors import InvalidArgument, NotFound
+from engine.history import activity as activity_rules
+from engine.history import lifecycle
+from engine.history.mutation import TaskKind
+from engine.matching import queue
+from engine.persistence import store
+from engine.services import activity_tasks, reads, workflow_tasks, workflows
+from tenants.models import Namespace
+from tenants.selectors import namespace_by_name
+
+SERVER_VERSION = "1.32.0"
+LONG_POLL_SECONDS = 60.0
+HISTORY_WAIT_SECONDS = 20.0
+DEFAULT_HISTORY_PAGE = 1000
+QUEUE_RECHECK_SECONDS = 5.0
+RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+
+
+async def _namespace(name: str) -> Namespace:
+    if not name:
+        raise InvalidArgument("Namespace is not set on request.")
+    namespace = await dbthreads.run(namespace_by_name, name)
+    if namespace is None:
+        raise NotFound(f"Namespace {name} is not found.", NamespaceNotFoundFailure(namespace=name))
+    return namespace
+
+
+def _token(namespace: Namespace, data: bytes) -> tokens.TaskToken:
+    if not data:
+        raise InvalidArgument("Task token not set on request.")
+    token = tokens.decode(data)
+    if token.namespace_id != str(namespace.id):
+        # A token from another namespace names nothing here: same answer as a stale one.
+        raise InvalidArgument("Task token does not belong to this namespace.")
+    return token
+
+
+def _deadline(context: grpc.aio.ServicerContext, cap: float) -> float:
+    remaining = context.time_remaining()
+    budget = cap if remaining is None else min(cap, max(remaining - 1.0, 0.0))
+    return asyncio.get_running_loop().time() + budget
+
+
+async def _long_poll(context, namespace: Namespace, kind: int, task_queue: str, poll_once):  # type: ignore[no-untyped-def]
+    """Claim a task now or when one arrives, until about a minute passes (then an empty answer)."""
+    loop = asyncio.get_running_loop()
+    deadline = _deadline(context, LONG_POLL_SECONDS)
+    with notify.hub.waiter(notify.task_queue_key(namespace.id, kind, task_queue)) as waiter:
+        while True:
+            first = await dbthreads.run(queue.next_visible, namespace.id, kind, task_queue)
+            now = clock.now()
+            if first is not None and first <= now:
+                result = await dbthreads.run(poll_once)
+                if result is not None:
+                    return result
+                continue_wait = 0.05  # lost a race for the visible task: look again shortly
+            elif first is not None:
+                continue_wait = (first - now).total_seconds()
+            else:
+                continue_wait = QUEUE_RECHECK_SECONDS
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            await waiter.wait(min(remaining, continue_wait, QUEUE_RECHECK_SECONDS))
+            waiter.rearm()
+
+
+class WorkflowService(wss.WorkflowServiceServicer):
+    """The Temporal WorkflowService. Methods not defined here answer UNIMPLEMENTED."""
+
+    # --- system and namespaces -------------------------------------------------------------
+
+    @rpc
+    async def GetSystemInfo(self, request, context):  # noqa: N802
+        return rr.GetSystemInfoResponse(
+            server_version=SERVER_VERSION,
+            capabilities=rr.GetSystemInfoResponse.Capabilities(
+                signal_and_query_header=True,
+                internal_error_differentiation=True,
+                activity_failure_include_heartbeat=True,
+                encoded_failure_attributes=True,
+                upsert_memo=True,
+                sdk_metadata=True,
+            ),
+        )
+
+    @rpc
+    async def DescribeNamespace(self, request, context):  # noqa: N802
+        if request.id:
+            namespace = await dbthreads.run(lambda: Namespace.objects.filter(id=request.id).first())
+            if namespace is None:
+                raise NotFound(f"Namespace {request.id} is not found.")
+        else:
+            namespace = await _namespace(request.namespace)
+        return _describe_namespace(namespace)
+
+    @rpc
+    async def ListNamespaces(self, request, context):  # noqa: N802
+        namespaces = await dbthreads.run(lambda: list(Namespace.objects.order_by("name")))
+        return rr.ListNamespacesResponse(namespaces=[_describe_namespace(n) for n in namespaces])
+
+    # --- starting and controlling runs ---------------------------------------------------------
+
+    @rpc
+    async def StartWorkflowExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.start_request(request)
+        if request.request_eager_execution:
+            request.request_eager_execution = False  # not offered (GetSystemInfo says so): start normally
+        result = await dbthreads.run(workflows.workflow_start, namespace=namespace, request=request)
+        return rr.StartWorkflowExecutionResponse(run_id=result.run_id, started=result.started)
+
+    @rpc
+    async def SignalWithStartWorkflowExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        start = rr.StartWorkflowExecutionRequest(
+            namespace=request.namespace,
+            workflow_id=request.workflow_id,
+            workflow_type=request.workflow_type,
+            task_queue=request.task_queue,
+            input=request.input,
+            workflow_execution_timeout=request.workflow_execution_timeout,
+            workflow_run_timeout=request.workflow_run_timeout,
+            workflow_task_timeout=request.workflow_task_timeout,
+            identity=request.identity,
+            request_id=request.request_id,
+            workflow_id_reuse_policy=request.workflow_id_reuse_policy,
+            workflow_id_conflict_policy=request.workflow_id_conflict_policy,
+            retry_policy=request.retry_policy,
+            cron_schedule=request.cron_schedule,
+            memo=request.memo,
+            search_attributes=request.search_attributes,
+            header=request.header,
+            workflow_start_delay=request.workflow_start_delay,
+            user_metadata=request.user_metadata,
+            priority=request.priority,
+        )
+        for field in (
+            "input",
+            "memo",
+            "search_attributes",
+            "header",
+            "retry_policy",
+            "workflow_start_delay",
+            "priority",
+        ):
+            if not request.HasField(field):
+                start.ClearField(field)
+        validation.start_request(start)
+        if not request.signal_name:
+            raise InvalidArgument("SignalName is not set on request.")
+        if request.HasField("signal_input"):
+            validation.blob_size(request.signal_input, "signal input")
+        signal_input = request.signal_input if request.HasField("signal_input") else None
+        header = request.header if request.HasField("header") else None
+
+        def signal(m):  # type: ignore[no-untyped-def]
+            lifecycle.signal(
+                m,
+                signal_name=request.signal_name,
+                input=signal_input,
+                identity=request.identity,
+                request_id="",
+                header=header,
+            )
+
+        def signal_running(execution):  # type: ignore[no-untyped-def]
+            workflows.signal_locked(execution, signal)
+
+        result = await dbthreads.run(
+            workflows.workflow_start,
+            namespace=namespace,
+            request=start,
+            on_running=signal_running,
+            signal=signal,
+        )
+        return rr.SignalWithStartWorkflowExecutionResponse(run_id=result.run_id, started=result.started)
+
+    @rpc
+    async def SignalWorkflowExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_id(request.workflow_execution.workflow_id, "WorkflowId")
+        validation.run_id(request.workflow_execution.run_id)
+        if not request.signal_name:
+            raise InvalidArgument("SignalName is not set on request.")
+        if request.HasField("input"):
+            validation.blob_size(request.input, "signal input")
+        await dbthreads.run(
+            workflows.workflow_signal,
+            namespace=namespace,
+            workflow_id=request.workflow_execution.workflow_id,
+            run_id=request.workflow_execution.run_id,
+            signal_name=request.signal_name,
+            input=request.input if request.HasField("input") else None,
+            identity=request.identity,
+            request_id=request.request_id,
+            header=request.header if request.HasField("header") else None,
+        )
+        return rr.SignalWorkflowExecutionResponse()
+
+    @rpc
+    async def RequestCancelWorkflowExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_id(request.workflow_execution.workflow_id, "WorkflowId")
+        validation.run_id(request.workflow_execution.run_id)
+        await dbthreads.run(
+            workflows.workflow_request_cancel,
+            namespace=namespace,
+            workflow_id=request.workflow_execution.workflow_id,
+            run_id=request.workflow_execution.run_id,
+            identity=request.identity,
+            reason=request.reason,
+        )
+        return rr.RequestCancelWorkflowExecutionResponse()
+
+    @rpc
+    async def TerminateWorkflowExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_id(request.workflow_execution.workflow_id, "WorkflowId")
+        validation.run_id(request.workflow_execution.run_id)
+        if request.HasField("details"):
+            validation.blob_size(request.details, "details")
+        await dbthreads.run(
+            workflows.workflow_terminate,
+            namespace=namespace,
+            workflow_id=request.workflow_execution.workflow_id,
+            run_id=request.workflow_execution.run_id,
+            reason=request.reason,
+            details=request.details if request.HasField("details") else None,
+            identity=request.identity,
+        )
+        return rr.TerminateWorkflowExecutionResponse()
+
+    # --- reading runs ------------------------------------------------------------------------
+
+    @rpc
+    async def DescribeWorkflowExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_id(request.execution.workflow_id, "WorkflowId")
+        validation.run_id(request.execution.run_id)
+        snap = await dbthreads.run(
+            reads.run_snapshot,
+            namespace_id=namespace.id,
+            workflow_id=request.execution.workflow_id,
+            run_id=request.execution.run_id,
+        )
+        return _describe_execution(snap)
+
+    @rpc
+    async def GetWorkflowExecutionHistory(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_id(request.execution.workflow_id, "WorkflowId")
+        validation.run_id(request.execution.run_id)
+        run_id = request.execution.run_id
+        first_event_id = 1
+        if request.next_page_token:
+            try:
+                cursor = json.loads(base64.b64decode(request.next_page_token))
+                run_id, first_event_id = cursor["run"], int(cursor["next"])
+            except (ValueError, KeyError, TypeError):
+                raise InvalidArgument("Invalid NextPageToken.") from None
+        snap = await dbthreads.run(
+            reads.run_snapshot,
+            namespace_id=namespace.id,
+            workflow_id=request.execution.workflow_id,
+            run_id=run_id,
+        )
+        execution = snap.execution
+        close_only = (
+            request.history_event_filter_type == HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT
+        )
+        if request.wait_new_event:
+            execution = await _wait_for_history(context, execution, first_event_id, close_only)
+
+        def token(next_event_id: int) -> bytes:
+            return base64.b64encode(json.dumps({"run": execution.run_id, "next": next_event_id}).encode())
+
+        if close_only:
+            if execution.status == RUNNING:
+                return rr.GetWorkflowExecutionHistoryResponse(
+                    history=History(), next_page_token=token(first_event_id)
+                )
+            event = await dbthreads.run(reads.close_event, execution)
+            return rr.GetWorkflowExecutionHistoryResponse(history=History(events=[event] if event else []))
+        page_size = request.maximum_page_size or DEFAULT_HISTORY_PAGE
+        events = await dbthreads.run(
+            reads.history_page, execution, first_event_id=first_event_id, page_size=page_size
+        )
+        next_id = events[-1].event_id + 1 if events else first_event_id
+        more = next_id < execution.next_event_id or (request.wait_new_event and execution.status == RUNNING)
+        return rr.GetWorkflowExecutionHistoryResponse(
+            history=History(events=events), next_page_token=token(next_id) if more else b""
+        )
+
+    # --- workflow tasks ----------------------------------------------------------------------
+
+    @rpc
+    async def PollWorkflowTaskQueue(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_task_queue(request.task_queue.name)
+        if request.task_queue.kind == TaskQueueKind.TASK_QUEUE_KIND_STICKY:
+            # Tasks always go to the normal queue for now: a sticky poll just waits out its time.
+            await asyncio.sleep(
+                max(_deadline(context, LONG_POLL_SECONDS) - asyncio.get_running_loop().time(), 0)
+            )
+            return rr.PollWorkflowTaskQueueResponse()
+        request_id = str(uuid.uuid4())
+        started = await _long_poll(
+            context,
+            namespace,
+            TaskKind.WORKFLOW,
+            request.task_queue.name,
+            lambda: workflow_tasks.poll_once(
+                namespace=namespace,
+                task_queue=request.task_queue.name,
+                identity=request.identity,
+                request_id=request_id,
+            ),
+        )
+        if started is None:
+            return rr.PollWorkflowTaskQueueResponse()
+        events = await dbthreads.run(
+            lambda: list(store.history_events(started.execution, last_event_id=started.last_stored_event_id))
+        )
+        events.extend(started.transient_events)
+        execution = started.execution
+        token = tokens.TaskToken(
+            namespace_id=str(namespace.id),
+            workflow_id=execution.workflow_id,
+            run_id=execution.run_id,
+            scheduled_event_id=started.scheduled_event_id,
+            attempt=started.attempt,
+            started_event_id=started.started_event_id,
+        )
+        return rr.PollWorkflowTaskQueueResponse(
+            task_token=tokens.encode(token),
+            workflow_execution=WorkflowExecution(workflow_id=execution.workflow_id, run_id=execution.run_id),
+            workflow_type=WorkflowType(name=started.workflow_type),
+            previous_started_event_id=started.previous_started_event_id,
+            started_event_id=started.started_event_id,
+            attempt=started.attempt,
+            history=History(events=events),
+            workflow_execution_task_queue=TaskQueue(
+                name=started.task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL
+            ),
+            scheduled_time=ts(started.scheduled_time),
+            started_time=ts(started.started_time),
+        )
+
+    @rpc
+    async def RespondWorkflowTaskCompleted(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        token = _token(namespace, request.task_token)
+        for command in request.commands:
+            attrs = (
+                getattr(command, command.WhichOneof("attributes"))
+                if command.WhichOneof("attributes")
+                else None
+            )
+            for field in ("input", "result", "details"):
+                if attrs is not None and field in attrs.DESCRIPTOR.fields_by_name and attrs.HasField(field):
+                    validation.blob_size(getattr(attrs, field), field)
+        await dbthreads.run(
+            workflow_tasks.workflow_task_complete, namespace=namespace, token=token, request=request
+        )
+        return rr.RespondWorkflowTaskCompletedResponse()
+
+    @rpc
+    async def RespondWorkflowTaskFailed(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        token = _token(namespace, request.task_token)
+        await dbthreads.run(
+            workflow_tasks.workflow_task_fail,
+            namespace=namespace,
+            token=token,
+            cause=request.cause,
+            failure=request.failure if request.HasField("failure") else None,
+            identity=request.identity,
+            binary_checksum=request.binary_checksum,
+        )
+        return rr.RespondWorkflowTaskFailedResponse()
+
+    # --- activity tasks ----------------------------------------------------------------------
+
+    @rpc
+    async def PollActivityTaskQueue(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_task_queue(request.task_queue.name)
+        request_id = str(uuid.uuid4())
+        started = await _long_poll(
+            context,
+            namespace,
+            TaskKind.ACTIVITY,
+            request.task_queue.name,
+            lambda: activity_tasks.poll_once(
+                namespace=namespace,
+                task_queue=request.task_queue.name,
+                identity=request.identity,
+                request_id=request_id,
+            ),
+        )
+        if started is None:
+            return rr.PollActivityTaskQueueResponse()
+        execution = started.execution
+        scheduled = started.scheduled
+        token = tokens.TaskToken(
+            namespace_id=str(namespace.id),
+            workflow_id=execution.workflow_id,
+            run_id=execution.run_id,
+            scheduled_event_id=started.scheduled_event_id,
+            attempt=started.attempt,
+            activity_id=scheduled.activity_id,
+        )
+        return rr.PollActivityTaskQueueResponse(
+            task_token=tokens.encode(token),
+            workflow_namespace=namespace.name,
+            workflow_type=WorkflowType(name=started.workflow_type),
+            workflow_execution=WorkflowExecution(workflow_id=execution.workflow_id, run_id=execution.run_id),
+            activity_type=scheduled.activity_type,
+            activity_id=scheduled.activity_id,
+            header=scheduled.header,
+            input=scheduled.input if scheduled.HasField("input") else None,
+            heartbeat_details=started.heartbeat_details,
+            scheduled_time=ts(started.scheduled_time),
+            current_attempt_scheduled_time=ts(started.attempt_scheduled_time),
+            started_time=ts(started.started_time),
+            attempt=started.attempt,
+            schedule_to_close_timeout=scheduled.schedule_to_close_timeout,
+            start_to_close_timeout=scheduled.start_to_close_timeout,
+            heartbeat_timeout=scheduled.heartbeat_timeout,
+            retry_policy=scheduled.retry_policy,
+            priority=scheduled.priority if scheduled.HasField("priority") else None,
+        )
+
+    @rpc
+    async def RecordActivityTaskHeartbeat(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        token = _token(namespace, request.task_token)
+        if request.HasField("details"):
+            validation.blob_size(request.details, "heartbeat details")
+        cancel = await dbthreads.run(
+            activity_tasks.activity_heartbeat,
+            namespace=namespace,
+            token=token,
+            details=request.details if request.HasField("details") else None,
+        )
+        return rr.RecordActivityTaskHeartbeatResponse(cancel_requested=cancel)
+
+    @rpc
+    async def RespondActivityTaskCompleted(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        token = _token(namespace, request.task_token)
+        if request.HasField("result"):
+            validation.blob_size(request.result, "result")
+        await dbthreads.run(
+            activity_tasks.activity_complete,
+            namespace=namespace,
+            token=token,
+            result=request.result if request.HasField("result") else None,
+            identity=request.identity,
+        )
+        return rr.RespondActivityTaskCompletedResponse()
+
+    @rpc
+    async def RespondActivityTaskFailed(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        token = _token(namespace, request.task_token)
+        if not request.HasField("failure"):
+            raise InvalidArgument("Failure is not set on request.")
+        validation.blob_size(request.failure, "failure")
+        await dbthreads.run(
+            activity_tasks.activity_fail,
+            namespace=namespace,
+            token=token,
+            failure=request.failure,
+            identity=request.identity,
+            last_heartbeat_details=request.last_heartbeat_details
+            if request.HasField("last_heartbeat_details")
+            else None,
+        )
+        return rr.RespondActivityTaskFailedResponse()
+
+    @rpc
+    async def RespondActivityTaskCanceled(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        token = _token(namespace, request.task_token)
+        await dbthreads.run(
+            activity_tasks.activity_canceled,
+            namespace=namespace,
+            token=token,
+            details=request.details if request.HasField("details") else None,
+            identity=request.identity,
+        )
+        return rr.RespondActivityTaskCanceledResponse()
+
+    @rpc
+    async def ShutdownWorker(self, request, context):  # noqa: N802
+        await _namespace(request.namespace)
+        return rr.ShutdownWorkerResponse()
+
+
+async def _wait_for_history(context, execution, first_event_id: int, close_only: bool):  # type: ignore[no-untyped-def]
+    """Long-poll until the run has events from `first_event_id` (or has closed), or the wait runs out."""
+    loop = asyncio.get_running_loop()
+    deadline = _deadline(context, HISTORY_WAIT_SECONDS)
+    with notify.hub.waiter(notify.run_key(execution.pk)) as waiter:
+        while True:
+            if execution.status != RUNNING or (not close_only and execution.next_event_id > first_event_id):
+                return execution
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return execution
+            await waiter.wait(min(remaining, QUEUE_RECHECK_SECONDS))
+            waiter.rearm()
+            execution = await dbthreads.run(reads.reload, execution)
+
+
+def _describe_namespace(namespace: Namespace) -> rr.DescribeNamespaceResponse:
+    retention = dur(namespace.retention_days * 86400.0)
+    return rr.DescribeNamespaceResponse(
+        namespace_info=NamespaceInfo(
+            name=namespace.name,
+            state=NamespaceState.ValueType(namespace.state),
+            description=namespace.description,
+            owner_email=namespace.owner_email,
+            id=str(namespace.id),
+            capabilities=NamespaceInfo.Capabilities(),
+        ),
+        config=NamespaceConfig(workflow_execution_retention_ttl=retention),
+        replication_config=NamespaceReplicationConfig(
+            active_cluster_name="active", clusters=[ClusterReplicationConfig(cluster_name="active")]
+        ),
+        is_global_namespace=False,
+    )
+
+
+def _describe_execution(snap: reads.RunSnapshot) -> rr.DescribeWorkflowExecutionResponse:
+    s = snap.state
+    execution = snap.execution
+    info = WorkflowExecutionInfo(
+        execution=WorkflowExecution(workflow_id=s.workflow_id, run_id=s.run_id),
+        type=WorkflowType(name=s.workflow_type),
+        start_time=ts(s.start_time),
+        close_time=ts(s.close_time),
+        status=WorkflowExecutionStatus.ValueType(s.status),
+        history_length=s.next_event_id - 1,
+        execution_time=ts(s.execution_time),
+        task_queue=s.task_queue,
+        state_transition_count=s.state_transitions,
+        history_size_bytes=s.history_size,
+        first_run_id=s.first_run_id,
+        memo=Memo.FromString(s.memo) if s.memo else None,
+        search_attributes=SearchAttributes.FromString(s.search_attributes) if s.search_attributes else None,
+    )
+    if s.close_time is not None:
+        info.execution_duration.FromTimedelta(s.close_time - s.execution_time)
+    pending = []
+    for a in sorted(s.activities.values(), key=lambda a: a.scheduled_event_id):
+        scheduled = activity_rules.scheduled_attributes(a)
+        if a.cancel_requested:
+            state = PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
+        elif a.started_time is not None:
+            state = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        else:
+            state = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+        item = PendingActivityInfo(
+            activity_id=a.activity_id,
+            activity_type=scheduled.activity_type,
+            state=state,
+            last_heartbeat_time=ts(a.last_heartbeat_time),
+            last_started_time=ts(a.started_time),
+            attempt=a.attempt,
+            maximum_attempts=scheduled.retry_policy.maximum_attempts,
+            scheduled_time=ts(a.attempt_scheduled_time),
+            expiration_time=ts(activity_rules.expiration(a)),
+            last_worker_identity=a.started_identity or a.last_worker_identity,
+        )
+        if a.heartbeat_details:
+            item.heartbeat_details.ParseFromString(a.heartbeat_details)
+        if a.last_failure:
+            item.last_failure.ParseFromString(a.last_failure)
+        pending.append(item)
+    response = rr.DescribeWorkflowExecutionResponse(
+        execution_config=WorkflowExecutionConfig(
+            task_queue=TaskQueue(name=s.task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+            workflow_execution_timeout=dur(s.execution_timeout),
+            workflow_run_timeout=dur(s.run_timeout),
+            default_workflow_task_timeout=dur(s.workflow_task_timeout),
+        ),
+        workflow_execution_info=info,
+        pending_activities=pending,
+    )
+    wft = s.workflow_task
+    if wft is not None:
+        response.pending_workflow_task.CopyFrom(
+            PendingWorkflowTaskInfo(
+                state=2 if wft.started_event_id else 1,
+                scheduled_time=ts(wft.scheduled_time),
+                original_scheduled_time=ts(wft.scheduled_time),
+                started_time=ts(wft.started_time),
+                attempt=wft.attempt,
+            )
+        )
+    del execution
+    return response

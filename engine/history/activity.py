@@ -1,0 +1,433 @@
+"""Activity transitions: schedule, start, heartbeat, complete, fail, cancel, time out, retry."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio.api.command.v1 import ScheduleActivityTaskCommandAttributes
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.enums.v1 import RetryState, TaskQueueKind, TimeoutType, WorkflowTaskFailedCause
+from temporalio.api.failure.v1 import Failure, TimeoutFailureInfo
+from temporalio.api.history.v1 import (
+    ActivityTaskCanceledEventAttributes,
+    ActivityTaskCancelRequestedEventAttributes,
+    ActivityTaskCompletedEventAttributes,
+    ActivityTaskFailedEventAttributes,
+    ActivityTaskScheduledEventAttributes,
+    ActivityTaskStartedEventAttributes,
+    ActivityTaskTimedOutEventAttributes,
+)
+from temporalio.api.taskqueue.v1 import TaskQueue
+
+from engine.history import retry, workflow_task
+from engine.history.errors import CommandFailure, RunClosed, StaleTask
+from engine.history.events import duration, new_event, seconds, string_payloads
+from engine.history.mutation import Mutation, TaskKind, TimerKind
+from engine.history.state import ActivityInfo
+
+_BAD_ATTRS = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SCHEDULE_ACTIVITY_ATTRIBUTES
+_TIMEOUT_NAMES = {
+    TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE: "StartToClose",
+    TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START: "ScheduleToStart",
+    TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE: "ScheduleToClose",
+    TimeoutType.TIMEOUT_TYPE_HEARTBEAT: "Heartbeat",
+}
+NOT_STARTED_CANCEL_DETAILS = "ACTIVITY_ID_NOT_STARTED"
+RETRY_SCHEDULE_TO_CLOSE_MESSAGE = (
+    "Not enough time to schedule next retry before activity ScheduleToClose timeout, giving up retrying"
+)
+MAX_ID_LENGTH = 1000
+SERVER_SOURCE = "Server"
+
+
+def _normalized_timeouts(
+    attrs: ScheduleActivityTaskCommandAttributes, run_timeout: float
+) -> tuple[float, ...]:
+    """(schedule_to_close, schedule_to_start, start_to_close, heartbeat) as Temporal derives them."""
+    s2c = seconds(attrs.schedule_to_close_timeout)
+    s2s = seconds(attrs.schedule_to_start_timeout)
+    st2c = seconds(attrs.start_to_close_timeout)
+    hb = seconds(attrs.heartbeat_timeout)
+    for name, value in (
+        ("ScheduleToCloseTimeout", s2c),
+        ("ScheduleToStartTimeout", s2s),
+        ("StartToCloseTimeout", st2c),
+        ("HeartbeatTimeout", hb),
+    ):
+        if value < 0:
+            raise CommandFailure(_BAD_ATTRS, f"Invalid {name}: cannot be negative.")
+    if s2c > 0:
+        if run_timeout > 0:
+            s2c = min(s2c, run_timeout)
+        s2s = min(s2s, s2c) if s2s > 0 else s2c
+        st2c = min(st2c, s2c) if st2c > 0 else s2c
+    elif st2c > 0:
+        s2c = run_timeout
+        if s2s <= 0:
+            s2s = s2c
+        elif s2c > 0:
+            s2s = min(s2s, s2c)
+    else:
+        raise CommandFailure(
+            _BAD_ATTRS,
+            "A valid StartToClose or ScheduleToCloseTimeout is not set on ScheduleActivityTaskCommand.",
+        )
+    hb = min(hb, st2c) if hb > 0 else 0.0
+    return s2c, s2s, st2c, hb
+
+
+def schedule(m: Mutation, *, completed_event_id: int, attrs: ScheduleActivityTaskCommandAttributes) -> None:
+    """The ScheduleActivityTask command: validate, normalise, write ActivityTaskScheduled, queue the task."""
+    state = m.state
+    if not attrs.activity_id:
+        raise CommandFailure(_BAD_ATTRS, "ActivityId is not set on ScheduleActivityTaskCommand.")
+    if len(attrs.activity_id) > MAX_ID_LENGTH:
+        raise CommandFailure(_BAD_ATTRS, "ActivityId exceeds length limit.")
+    if not attrs.activity_type.name:
+        raise CommandFailure(_BAD_ATTRS, "ActivityType is not set on ScheduleActivityTaskCommand.")
+    if state.activity_by_id(attrs.activity_id) is not None:
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_SCHEDULE_ACTIVITY_DUPLICATE_ID,
+            f"Activity ID {attrs.activity_id} is already in use.",
+        )
+    s2c, s2s, st2c, hb = _normalized_timeouts(attrs, state.run_timeout)
+    try:
+        policy = retry.normalized(attrs.retry_policy if attrs.HasField("retry_policy") else None)
+    except retry.RetryPolicyError as e:
+        raise CommandFailure(_BAD_ATTRS, str(e)) from None
+    task_queue = attrs.task_queue.name or state.task_queue
+    event_attrs = ActivityTaskScheduledEventAttributes(
+        activity_id=attrs.activity_id,
+        activity_type=attrs.activity_type,
+        task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+        header=attrs.header,
+        input=attrs.input if attrs.HasField("input") else None,
+        schedule_to_close_timeout=duration(s2c),
+        schedule_to_start_timeout=duration(s2s),
+        start_to_close_timeout=duration(st2c),
+        heartbeat_timeout=duration(hb),
+        workflow_task_completed_event_id=completed_event_id,
+        retry_policy=policy,
+        use_workflow_build_id=attrs.use_workflow_build_id,
+        priority=attrs.priority if attrs.HasField("priority") else None,
+    )
+    event = m.add(new_event(event_attrs))
+    sid = event.event_id
+    state.activities[sid] = ActivityInfo(
+        scheduled_event_id=sid,
+        activity_id=attrs.activity_id,
+        activity_type=attrs.activity_type.name,
+        task_queue=task_queue,
+        scheduled=event_attrs.SerializeToString(),
+        scheduled_time=m.now,
+        schedule_to_close=s2c,
+        schedule_to_start=s2s,
+        start_to_close=st2c,
+        heartbeat=hb,
+        attempt_scheduled_time=m.now,
+    )
+    m.task(TaskKind.ACTIVITY, task_queue, sid, 1)
+    _arm_schedule_timers(m, state.activities[sid], first=True)
+
+
+def scheduled_attributes(info: ActivityInfo) -> ActivityTaskScheduledEventAttributes:
+    return ActivityTaskScheduledEventAttributes.FromString(info.scheduled)
+
+
+def expiration(info: ActivityInfo) -> datetime | None:
+    if info.schedule_to_close <= 0:
+        return None
+    return info.scheduled_time + timedelta(seconds=info.schedule_to_close)
+
+
+def _arm_schedule_timers(m: Mutation, info: ActivityInfo, *, first: bool) -> None:
+    sid, attempt = info.scheduled_event_id, info.attempt
+    if first and info.schedule_to_close > 0:
+        m.timer(
+            TimerKind.ACTIVITY_TIMEOUT,
+            info.scheduled_time + timedelta(seconds=info.schedule_to_close),
+            event_id=sid,
+            attempt=0,  # whichever attempt is current
+            detail=TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE,
+        )
+    if info.schedule_to_start > 0 and (
+        info.schedule_to_close <= 0 or info.schedule_to_start < info.schedule_to_close
+    ):
+        m.timer(
+            TimerKind.ACTIVITY_TIMEOUT,
+            info.attempt_scheduled_time + timedelta(seconds=info.schedule_to_start),
+            event_id=sid,
+            attempt=attempt,
+            detail=TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START,
+        )
+
+
+def pending(m: Mutation, scheduled_event_id: int, attempt: int) -> ActivityInfo:
+    """The activity a token names, if that attempt is still the current one and started."""
+    if not m.state.running:
+        raise RunClosed("workflow execution already completed")
+    info = m.state.activities.get(scheduled_event_id)
+    if info is None or info.attempt != attempt or info.started_time is None:
+        raise StaleTask("activity task not found")
+    return info
+
+
+def start(
+    m: Mutation, *, scheduled_event_id: int, attempt: int, identity: str, request_id: str
+) -> ActivityInfo:
+    """A poller took the activity task: record the attempt started (no event yet) and arm its timeouts."""
+    info = m.state.activities.get(scheduled_event_id) if m.state.running else None
+    if info is None or info.attempt != attempt or info.started_time is not None:
+        raise StaleTask("activity task not found")
+    info.started_time = m.now
+    info.started_identity = identity
+    info.started_request_id = request_id
+    m.timer(
+        TimerKind.ACTIVITY_TIMEOUT,
+        m.now + timedelta(seconds=info.start_to_close),
+        event_id=scheduled_event_id,
+        attempt=attempt,
+        detail=TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE,
+    )
+    if info.heartbeat > 0:
+        m.timer(
+            TimerKind.ACTIVITY_TIMEOUT,
+            m.now + timedelta(seconds=info.heartbeat),
+            event_id=scheduled_event_id,
+            attempt=attempt,
+            detail=TimeoutType.TIMEOUT_TYPE_HEARTBEAT,
+        )
+    return info
+
+
+def heartbeat(m: Mutation, *, scheduled_event_id: int, attempt: int, details: Payloads | None) -> bool:
+    """Record a heartbeat; returns whether cancellation was requested."""
+    info = pending(m, scheduled_event_id, attempt)
+    info.last_heartbeat_time = m.now
+    if details is not None and details.payloads:
+        info.heartbeat_details = details.SerializeToString()
+    return info.cancel_requested
+
+
+def _started_event(m: Mutation, info: ActivityInfo) -> int:
+    """Write (or buffer) the ActivityTaskStarted event of the final attempt; returns its id (0 if buffered)."""
+    event = m.add_external(
+        new_event(
+            ActivityTaskStartedEventAttributes(
+                scheduled_event_id=info.scheduled_event_id,
+                identity=info.started_identity,
+                request_id=info.started_request_id,
+                attempt=info.attempt,
+                last_failure=Failure.FromString(info.last_failure) if info.last_failure else None,
+            )
+        )
+    )
+    return event.event_id if event is not None else 0
+
+
+def _close(m: Mutation, info: ActivityInfo) -> None:
+    del m.state.activities[info.scheduled_event_id]
+    workflow_task.schedule(m)
+
+
+def complete(
+    m: Mutation, *, scheduled_event_id: int, attempt: int, result: Payloads | None, identity: str
+) -> None:
+    info = pending(m, scheduled_event_id, attempt)
+    started_id = _started_event(m, info)
+    m.add_external(
+        new_event(
+            ActivityTaskCompletedEventAttributes(
+                result=result if result is not None and result.payloads else None,
+                scheduled_event_id=scheduled_event_id,
+                started_event_id=started_id,
+                identity=identity,
+            )
+        )
+    )
+    _close(m, info)
+
+
+def _retry(m: Mutation, info: ActivityInfo, failure: Failure) -> int:
+    """Start the next attempt if the policy allows; returns the retry state."""
+    if info.cancel_requested:
+        return RetryState.RETRY_STATE_CANCEL_REQUESTED
+    if failure.WhichOneof(
+        "failure_info"
+    ) == "timeout_failure_info" and failure.timeout_failure_info.timeout_type in (
+        TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START,
+        TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE,
+    ):
+        return RetryState.RETRY_STATE_TIMEOUT
+    decision = retry.decide(
+        policy=scheduled_attributes(info).retry_policy,
+        attempt=info.attempt,
+        failure=failure,
+        now=m.now,
+        expiration=expiration(info),
+    )
+    if not decision.retry:
+        return decision.retry_state
+    info.attempt += 1
+    info.started_time = None
+    info.last_worker_identity = info.started_identity
+    info.started_identity = ""
+    info.started_request_id = ""
+    info.last_failure = failure.SerializeToString()
+    info.attempt_scheduled_time = m.now + timedelta(seconds=decision.delay)
+    m.task(TaskKind.ACTIVITY, info.task_queue, info.scheduled_event_id, info.attempt, delay=decision.delay)
+    _arm_schedule_timers(m, info, first=False)
+    return decision.retry_state
+
+
+def fail(
+    m: Mutation,
+    *,
+    scheduled_event_id: int,
+    attempt: int,
+    failure: Failure,
+    identity: str,
+    last_heartbeat_details: Payloads | None,
+) -> None:
+    """The attempt failed: retry it (no event) or record the activity failed."""
+    info = pending(m, scheduled_event_id, attempt)
+    if last_heartbeat_details is not None and last_heartbeat_details.payloads:
+        info.heartbeat_details = last_heartbeat_details.SerializeToString()
+    retry_state = _retry(m, info, failure)
+    if retry_state == RetryState.RETRY_STATE_IN_PROGRESS:
+        return
+    started_id = _started_event(m, info)
+    m.add_external(
+        new_event(
+            ActivityTaskFailedEventAttributes(
+                failure=failure,
+                scheduled_event_id=scheduled_event_id,
+                started_event_id=started_id,
+                identity=identity,
+                retry_state=retry_state,
+            )
+        )
+    )
+    _close(m, info)
+
+
+def canceled(
+    m: Mutation, *, scheduled_event_id: int, attempt: int, details: Payloads | None, identity: str
+) -> None:
+    """The worker confirmed cancellation of a started attempt."""
+    info = pending(m, scheduled_event_id, attempt)
+    started_id = _started_event(m, info)
+    m.add_external(
+        new_event(
+            ActivityTaskCanceledEventAttributes(
+                details=details if details is not None and details.payloads else None,
+                latest_cancel_requested_event_id=info.cancel_requested_event_id,
+                scheduled_event_id=scheduled_event_id,
+                started_event_id=started_id,
+                identity=identity,
+            )
+        )
+    )
+    _close(m, info)
+
+
+def request_cancel(m: Mutation, *, completed_event_id: int, scheduled_event_id: int, identity: str) -> bool:
+    """The RequestCancelActivityTask command. Returns True when the activity was cancelled at once."""
+    info = m.state.activities.get(scheduled_event_id)
+    if info is None:
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES,
+            f"invalid history builder state for action: add-activitytask-cancel-requested-event, "
+            f"scheduled event id {scheduled_event_id} is not a pending activity",
+        )
+    event = m.add(
+        new_event(
+            ActivityTaskCancelRequestedEventAttributes(
+                scheduled_event_id=scheduled_event_id, workflow_task_completed_event_id=completed_event_id
+            )
+        )
+    )
+    info.cancel_requested = True
+    info.cancel_requested_event_id = event.event_id
+    if info.started_time is not None:
+        return False
+    # Not running anywhere: it is cancelled right away and the workflow gets a task to see it.
+    m.add(
+        new_event(
+            ActivityTaskCanceledEventAttributes(
+                details=string_payloads(NOT_STARTED_CANCEL_DETAILS),
+                latest_cancel_requested_event_id=event.event_id,
+                scheduled_event_id=scheduled_event_id,
+                started_event_id=0,
+                identity=identity,
+            )
+        )
+    )
+    del m.state.activities[scheduled_event_id]
+    return True
+
+
+def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int, timeout_type: int) -> None:
+    """An activity timer fired. Applies only if it still matches the activity's current attempt and stage."""
+    info = m.state.activities.get(scheduled_event_id) if m.state.running else None
+    if info is None or (attempt and attempt != info.attempt):
+        raise StaleTask("activity timer is stale")
+    started = info.started_time is not None
+    if timeout_type == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START and started:
+        raise StaleTask("activity already started")
+    if (
+        timeout_type in (TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE, TimeoutType.TIMEOUT_TYPE_HEARTBEAT)
+        and not started
+    ):
+        raise StaleTask("activity not started")
+    if timeout_type == TimeoutType.TIMEOUT_TYPE_HEARTBEAT:
+        last = info.last_heartbeat_time or info.started_time
+        assert last is not None
+        deadline = last + timedelta(seconds=info.heartbeat)
+        if deadline > m.now:
+            # A heartbeat arrived since this timer was armed: wait until the new deadline.
+            m.timer(
+                TimerKind.ACTIVITY_TIMEOUT,
+                deadline,
+                event_id=scheduled_event_id,
+                attempt=info.attempt,
+                detail=TimeoutType.TIMEOUT_TYPE_HEARTBEAT,
+            )
+            return
+    failure = Failure(
+        message=f"activity {_TIMEOUT_NAMES[timeout_type]} timeout",
+        source=SERVER_SOURCE,
+        timeout_failure_info=TimeoutFailureInfo(timeout_type=timeout_type),
+    )
+    retry_state = _retry(m, info, failure)
+    if retry_state == RetryState.RETRY_STATE_IN_PROGRESS:
+        return
+    if (
+        retry_state == RetryState.RETRY_STATE_TIMEOUT
+        and timeout_type != TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START
+    ):
+        failure = Failure(
+            message=RETRY_SCHEDULE_TO_CLOSE_MESSAGE
+            if timeout_type != TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE
+            else failure.message,
+            source=SERVER_SOURCE,
+            timeout_failure_info=TimeoutFailureInfo(timeout_type=TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE),
+        )
+    if info.last_failure:
+        failure.cause.CopyFrom(Failure.FromString(info.last_failure))
+    if info.heartbeat_details:
+        failure.timeout_failure_info.last_heartbeat_details.CopyFrom(
+            Payloads.FromString(info.heartbeat_details)
+        )
+    started_id = _started_event(m, info) if started else 0
+    m.add_external(
+        new_event(
+            ActivityTaskTimedOutEventAttributes(
+                failure=failure,
+                scheduled_event_id=scheduled_event_id,
+                started_event_id=started_id,
+                retry_state=retry_state,
+            )
+        )
+    )
+    _close(m, info)

@@ -1,0 +1,137 @@
+"""Commands of a completed workflow task, each turned into its events by one handler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from temporalio.api.command.v1 import Command
+from temporalio.api.enums.v1 import CommandType, WorkflowTaskFailedCause
+from temporalio.api.history.v1 import (
+    MarkerRecordedEventAttributes,
+    UpsertWorkflowSearchAttributesEventAttributes,
+    WorkflowPropertiesModifiedEventAttributes,
+)
+from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
+
+from engine.history import activity, lifecycle, timer
+from engine.history.errors import CommandFailure
+from engine.history.events import new_event
+from engine.history.mutation import Mutation
+
+_CLOSE_COMMANDS = {
+    CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
+    CommandType.COMMAND_TYPE_FAIL_WORKFLOW_EXECUTION,
+    CommandType.COMMAND_TYPE_CANCEL_WORKFLOW_EXECUTION,
+}
+
+
+@dataclass(slots=True)
+class Outcome:
+    needs_workflow_task: bool = False
+    """A command's effect must be seen by the workflow at once (an activity cancelled before it started)."""
+
+
+def apply_all(
+    m: Mutation, *, completed_event_id: int, request: RespondWorkflowTaskCompletedRequest
+) -> Outcome:
+    """Apply the commands in order.
+
+    Raises:
+        CommandFailure: a command is invalid, or closes the run while new events wait to be seen.
+    """
+    outcome = Outcome()
+    had_buffered = bool(m.state.buffered)
+    for command in request.commands:
+        if not m.state.running:
+            break  # Temporal keeps the first close command and ignores what follows it.
+        kind = command.command_type
+        if kind in _CLOSE_COMMANDS and had_buffered:
+            raise CommandFailure(
+                WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
+                "UnhandledCommand",
+            )
+        _apply(m, command, completed_event_id, request.identity, outcome)
+    return outcome
+
+
+def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str, outcome: Outcome) -> None:
+    kind = command.command_type
+    if kind == CommandType.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK:
+        activity.schedule(
+            m, completed_event_id=completed_event_id, attrs=command.schedule_activity_task_command_attributes
+        )
+    elif kind == CommandType.COMMAND_TYPE_REQUEST_CANCEL_ACTIVITY_TASK:
+        if activity.request_cancel(
+            m,
+            completed_event_id=completed_event_id,
+            scheduled_event_id=command.request_cancel_activity_task_command_attributes.scheduled_event_id,
+            identity=identity,
+        ):
+            outcome.needs_workflow_task = True
+    elif kind == CommandType.COMMAND_TYPE_START_TIMER:
+        timer.start(m, completed_event_id=completed_event_id, attrs=command.start_timer_command_attributes)
+    elif kind == CommandType.COMMAND_TYPE_CANCEL_TIMER:
+        timer.cancel(
+            m,
+            completed_event_id=completed_event_id,
+            attrs=command.cancel_timer_command_attributes,
+            identity=identity,
+        )
+    elif kind == CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION:
+        lifecycle.complete(
+            m,
+            completed_event_id=completed_event_id,
+            attrs=command.complete_workflow_execution_command_attributes,
+        )
+    elif kind == CommandType.COMMAND_TYPE_FAIL_WORKFLOW_EXECUTION:
+        lifecycle.fail(
+            m, completed_event_id=completed_event_id, attrs=command.fail_workflow_execution_command_attributes
+        )
+    elif kind == CommandType.COMMAND_TYPE_CANCEL_WORKFLOW_EXECUTION:
+        lifecycle.cancel(
+            m,
+            completed_event_id=completed_event_id,
+            attrs=command.cancel_workflow_execution_command_attributes,
+        )
+    elif kind == CommandType.COMMAND_TYPE_RECORD_MARKER:
+        attrs = command.record_marker_command_attributes
+        if not attrs.marker_name:
+            raise CommandFailure(
+                WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_RECORD_MARKER_ATTRIBUTES,
+                "MarkerName is not set on RecordMarkerCommand.",
+            )
+        m.add(
+            new_event(
+                MarkerRecordedEventAttributes(
+                    marker_name=attrs.marker_name,
+                    details=attrs.details,
+                    workflow_task_completed_event_id=completed_event_id,
+                    header=attrs.header if attrs.HasField("header") else None,
+                    failure=attrs.failure if attrs.HasField("failure") else None,
+                )
+            )
+        )
+    elif kind == CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+        attrs = command.upsert_workflow_search_attributes_command_attributes
+        m.add(
+            new_event(
+                UpsertWorkflowSearchAttributesEventAttributes(
+                    workflow_task_completed_event_id=completed_event_id,
+                    search_attributes=attrs.search_attributes,
+                )
+            )
+        )
+    elif kind == CommandType.COMMAND_TYPE_MODIFY_WORKFLOW_PROPERTIES:
+        attrs = command.modify_workflow_properties_command_attributes
+        m.add(
+            new_event(
+                WorkflowPropertiesModifiedEventAttributes(
+                    workflow_task_completed_event_id=completed_event_id, upserted_memo=attrs.upserted_memo
+                )
+            )
+        )
+    else:
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
+            f"Perdura does not support the {CommandType.Name(kind)} command yet",
+        )

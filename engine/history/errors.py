@@ -1,0 +1,20 @@
+"""Errors the pure state machine raises; the service layer maps them to gRPC statuses."""
+
+from __future__ import annotations
+
+
+class StaleTask(Exception):
+    """A task token or timer no longer matches the run's state (completed, retried, or never existed)."""
+
+
+class CommandFailure(Exception):
+    """A workflow task's commands cannot be applied: the task fails with this cause, nothing else is kept."""
+
+    def __init__(self, cause: int, message: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.message = message
+
+
+class RunClosed(Exception):
+    """The run is no longer running."""

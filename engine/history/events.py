@@ -1,0 +1,44 @@
+"""The only event factory: HistoryEvents from their attribute messages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+# attributes message name -> (HistoryEvent field, EventType)
+_FIELDS: dict[str, tuple[str, int]] = {}
+for _field in HistoryEvent.DESCRIPTOR.oneofs_by_name["attributes"].fields:
+    _stem = _field.name.removesuffix("_event_attributes").upper()
+    _FIELDS[_field.message_type.full_name] = (_field.name, EventType.Value("EVENT_TYPE_" + _stem))
+
+
+def new_event(attributes: Message) -> HistoryEvent:
+    """A HistoryEvent carrying `attributes`, its type derived from the attributes' message type."""
+    field_name, event_type = _FIELDS[attributes.DESCRIPTOR.full_name]
+    event = HistoryEvent(event_type=event_type)
+    getattr(event, field_name).CopyFrom(attributes)
+    return event
+
+
+def attributes(event: HistoryEvent) -> Message:
+    return getattr(event, event.WhichOneof("attributes"))
+
+
+def duration(seconds: float) -> Duration:
+    value = Duration()
+    value.FromTimedelta(timedelta(seconds=seconds))
+    return value
+
+
+def seconds(value: Duration) -> float:
+    return value.ToTimedelta().total_seconds()
+
+
+def string_payloads(text: str) -> Payloads:
+    """A JSON string payload, as the server encodes its own strings (payloads.EncodeString)."""
+    return Payloads(payloads=[Payload(metadata={"encoding": b"json/plain"}, data=f'"{text}"'.encode())])

@@ -1,0 +1,253 @@
+"""Run lifecycle transitions: start, signal, cancel request, terminate, timeouts and the close commands."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from temporalio.api.command.v1 import (
+    CancelWorkflowExecutionCommandAttributes,
+    CompleteWorkflowExecutionCommandAttributes,
+    FailWorkflowExecutionCommandAttributes,
+)
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.enums.v1 import RetryState, TaskQueueKind, WorkflowExecutionStatus
+from temporalio.api.history.v1 import (
+    HistoryEvent,
+    WorkflowExecutionCanceledEventAttributes,
+    WorkflowExecutionCancelRequestedEventAttributes,
+    WorkflowExecutionCompletedEventAttributes,
+    WorkflowExecutionFailedEventAttributes,
+    WorkflowExecutionSignaledEventAttributes,
+    WorkflowExecutionStartedEventAttributes,
+    WorkflowExecutionTerminatedEventAttributes,
+    WorkflowExecutionTimedOutEventAttributes,
+)
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
+
+from engine.history import workflow_task
+from engine.history.errors import RunClosed, StaleTask
+from engine.history.events import duration, new_event, seconds
+from engine.history.mutation import Mutation, TimerKind
+from engine.history.state import MutableState
+
+DEFAULT_WORKFLOW_TASK_TIMEOUT = 10.0
+MAX_WORKFLOW_TASK_TIMEOUT = 120.0
+MAX_SIGNAL_REQUEST_IDS = 100
+
+
+def effective_timeouts(request: StartWorkflowExecutionRequest) -> tuple[float, float, float]:
+    """(execution, run, task) timeouts in seconds as Temporal defaults and caps them; 0 means none."""
+    execution = seconds(request.workflow_execution_timeout)
+    run = seconds(request.workflow_run_timeout)
+    task = seconds(request.workflow_task_timeout)
+    if run == 0 or (execution > 0 and run > execution):
+        run = execution
+    if task == 0:
+        task = DEFAULT_WORKFLOW_TASK_TIMEOUT
+    task = min(task, MAX_WORKFLOW_TASK_TIMEOUT)
+    if run > 0:
+        task = min(task, run)
+    return execution, run, task
+
+
+def start(
+    *,
+    namespace_id: str,
+    namespace: str,
+    run_id: str,
+    request: StartWorkflowExecutionRequest,
+    now: datetime,
+    schedule_first_task: bool = True,
+) -> Mutation:
+    """A new run: WorkflowExecutionStarted, then its first workflow task (the request is validated already).
+
+    Signal-with-start passes `schedule_first_task=False` and signals, which schedules the task after the signal.
+    """
+    execution_timeout, run_timeout, task_timeout = effective_timeouts(request)
+    state = MutableState(
+        namespace_id=namespace_id,
+        namespace=namespace,
+        workflow_id=request.workflow_id,
+        run_id=run_id,
+        first_run_id=run_id,
+        workflow_type=request.workflow_type.name,
+        task_queue=request.task_queue.name,
+        start_time=now,
+        execution_time=now,
+        workflow_task_timeout=task_timeout,
+        run_timeout=run_timeout,
+        execution_timeout=execution_timeout,
+        execution_expiration=now + timedelta(seconds=execution_timeout) if execution_timeout else None,
+        run_expiration=now + timedelta(seconds=run_timeout) if run_timeout else None,
+        start_request_id=request.request_id,
+        memo=request.memo.SerializeToString() if request.HasField("memo") else b"",
+        search_attributes=request.search_attributes.SerializeToString()
+        if request.HasField("search_attributes")
+        else b"",
+    )
+    m = Mutation(state, now)
+    attrs = WorkflowExecutionStartedEventAttributes(
+        workflow_type=request.workflow_type,
+        task_queue=TaskQueue(name=request.task_queue.name, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+        input=request.input if request.HasField("input") else None,
+        workflow_execution_timeout=duration(execution_timeout) if execution_timeout else None,
+        workflow_run_timeout=duration(run_timeout) if run_timeout else None,
+        workflow_task_timeout=duration(task_timeout),
+        original_execution_run_id=run_id,
+        identity=request.identity,
+        first_execution_run_id=run_id,
+        retry_policy=request.retry_policy if request.HasField("retry_policy") else None,
+        attempt=1,
+        cron_schedule=request.cron_schedule,
+        memo=request.memo if request.HasField("memo") else None,
+        search_attributes=request.search_attributes if request.HasField("search_attributes") else None,
+        header=request.header if request.HasField("header") else None,
+        workflow_id=request.workflow_id,
+        priority=request.priority if request.HasField("priority") else None,
+        first_workflow_task_backoff=duration(0),
+    )
+    if state.execution_expiration is not None:
+        attrs.workflow_execution_expiration_time.FromDatetime(state.execution_expiration)
+    m.add(new_event(attrs))
+    if schedule_first_task:
+        workflow_task.schedule(m)
+    if state.run_expiration is not None:
+        m.timer(TimerKind.WORKFLOW_RUN_TIMEOUT, state.run_expiration)
+    return m
+
+
+def close(m: Mutation, status: int, event: HistoryEvent) -> None:
+    """Write the close event and drop everything pending: nothing runs for a closed run."""
+    state = m.state
+    added = m.add(event)
+    state.status = status
+    state.close_time = m.now
+    state.close_event_id = added.event_id
+    state.workflow_task = None
+    state.activities = {}
+    state.timers = {}
+    state.buffered = []
+    m.closed = True
+
+
+def _require_running(state: MutableState) -> None:
+    if not state.running:
+        raise RunClosed("workflow execution already completed")
+
+
+def signal(
+    m: Mutation,
+    *,
+    signal_name: str,
+    input: Payloads | None,
+    identity: str,
+    request_id: str,
+    header: object | None = None,
+) -> None:
+    """Deliver a signal (deduplicated by request id) and make sure a workflow task will see it."""
+    state = m.state
+    _require_running(state)
+    if request_id:
+        if request_id in state.signal_request_ids:
+            return
+        state.signal_request_ids = [*state.signal_request_ids[-(MAX_SIGNAL_REQUEST_IDS - 1) :], request_id]
+    attrs = WorkflowExecutionSignaledEventAttributes(signal_name=signal_name, identity=identity)
+    if input is not None and input.payloads:
+        attrs.input.CopyFrom(input)
+    if header is not None:
+        attrs.header.CopyFrom(header)  # type: ignore[arg-type]
+    m.add_external(new_event(attrs))
+    workflow_task.schedule(m)
+
+
+def request_cancel(m: Mutation, *, identity: str, reason: str) -> None:
+    """Ask the workflow to cancel itself; a second request is a no-op, as in Temporal."""
+    state = m.state
+    if not state.running or state.cancel_requested:
+        return  # Temporal answers OK and writes nothing for a closed or already cancel-requested run
+    state.cancel_requested = True
+    m.add_external(
+        new_event(WorkflowExecutionCancelRequestedEventAttributes(cause=reason, identity=identity))
+    )
+    workflow_task.schedule(m)
+
+
+DEFAULT_TERMINATE_REASON = "terminated by user via frontend"
+
+
+def terminate(m: Mutation, *, reason: str, details: Payloads | None, identity: str) -> None:
+    _require_running(m.state)
+    reason = reason or DEFAULT_TERMINATE_REASON
+    workflow_task.fail_for_close(m)
+    close(
+        m,
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TERMINATED,
+        new_event(
+            WorkflowExecutionTerminatedEventAttributes(
+                reason=reason,
+                details=details if details is not None and details.payloads else None,
+                identity=identity,
+            )
+        ),
+    )
+
+
+def run_timeout(m: Mutation) -> None:
+    """The run-timeout timer fired."""
+    state = m.state
+    if not state.running:
+        raise StaleTask("run closed")
+    if state.run_expiration is not None and state.run_expiration > m.now:
+        raise StaleTask("run timeout not yet due")
+    m.flush_buffer()
+    # Reaching the execution's own deadline is a timeout of the whole chain; a run timeout alone is not.
+    expired = state.execution_expiration is not None and state.execution_expiration <= m.now
+    retry_state = RetryState.RETRY_STATE_TIMEOUT if expired else RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET
+    close(
+        m,
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TIMED_OUT,
+        new_event(WorkflowExecutionTimedOutEventAttributes(retry_state=retry_state)),
+    )
+
+
+def complete(
+    m: Mutation, *, completed_event_id: int, attrs: CompleteWorkflowExecutionCommandAttributes
+) -> None:
+    close(
+        m,
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED,
+        new_event(
+            WorkflowExecutionCompletedEventAttributes(
+                result=attrs.result if attrs.HasField("result") else None,
+                workflow_task_completed_event_id=completed_event_id,
+            )
+        ),
+    )
+
+
+def fail(m: Mutation, *, completed_event_id: int, attrs: FailWorkflowExecutionCommandAttributes) -> None:
+    close(
+        m,
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_FAILED,
+        new_event(
+            WorkflowExecutionFailedEventAttributes(
+                failure=attrs.failure,
+                retry_state=RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET,
+                workflow_task_completed_event_id=completed_event_id,
+            )
+        ),
+    )
+
+
+def cancel(m: Mutation, *, completed_event_id: int, attrs: CancelWorkflowExecutionCommandAttributes) -> None:
+    close(
+        m,
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_CANCELED,
+        new_event(
+            WorkflowExecutionCanceledEventAttributes(
+                workflow_task_completed_event_id=completed_event_id,
+                details=attrs.details if attrs.HasField("details") else None,
+            )
+        ),
+    )

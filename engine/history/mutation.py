@@ -1,0 +1,145 @@
+"""Mutation: one input applied to a run's state, collecting the events, tasks and timers it implies."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+from engine.history.state import MutableState
+
+
+class TaskKind(enum.IntEnum):
+    WORKFLOW = 1
+    ACTIVITY = 2
+
+
+class TimerKind(enum.IntEnum):
+    USER_TIMER = 1
+    WORKFLOW_TASK_TIMEOUT = 2
+    ACTIVITY_TIMEOUT = 3
+    WORKFLOW_RUN_TIMEOUT = 4
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """A task-queue row to create: a workflow or activity task for a poller."""
+
+    kind: TaskKind
+    task_queue: str
+    scheduled_event_id: int
+    attempt: int
+    visible_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NewTimer:
+    """A timer row to create. `detail` carries the timeout type for activity timeouts."""
+
+    kind: TimerKind
+    fire_at: datetime
+    event_id: int = 0
+    attempt: int = 0
+    detail: int = 0
+
+
+# Events that originate outside the run's workflow task. While a workflow task is in flight they wait
+# in the buffer and are written after its completion, so a worker never sees history change under it.
+BUFFERED_TYPES = frozenset(
+    {
+        EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
+        EventType.EVENT_TYPE_TIMER_FIRED,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+    }
+)
+
+
+_ACTIVITY_CLOSE_FIELDS = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "activity_task_canceled_event_attributes",
+}
+
+
+@dataclass(slots=True)
+class Mutation:
+    """The working copy of one transition: the state being changed and what the change implies.
+
+    Transition functions take a Mutation and change it; the service persists `events`, `tasks` and
+    `timers` together with the state in one transaction (DESIGN.md rule 1).
+    """
+
+    state: MutableState
+    now: datetime
+    events: list[HistoryEvent] = field(default_factory=list)
+    tasks: list[NewTask] = field(default_factory=list)
+    timers: list[NewTimer] = field(default_factory=list)
+    closed: bool = False
+    """True when this mutation closed the run (its pending task and timer rows can go)."""
+
+    def wft_in_flight(self) -> bool:
+        wft = self.state.workflow_task
+        return wft is not None and wft.started_event_id != 0
+
+    def add(self, event: HistoryEvent, at: datetime | None = None) -> HistoryEvent:
+        """Append an event now (or with the time it happened), giving it the next id."""
+        event.event_id = self.state.next_event_id
+        event.event_time.FromDatetime(at or self.now)
+        self.state.next_event_id += 1
+        self.state.history_size += event.ByteSize()
+        self.events.append(event)
+        return event
+
+    def add_external(self, event: HistoryEvent) -> HistoryEvent | None:
+        """Append an event from outside the workflow task, buffering it while one is in flight.
+
+        Returns the event if written now, None if buffered.
+        """
+        if event.event_type in BUFFERED_TYPES and self.wft_in_flight():
+            event.event_time.FromDatetime(self.now)
+            self.state.buffered.append(event.SerializeToString())
+            return None
+        return self.add(event)
+
+    def flush_buffer(self) -> bool:
+        """Write the buffered events; True if there were any."""
+        if not self.state.buffered:
+            return False
+        started_ids: dict[int, int] = {}
+        for data in self.state.buffered:
+            event = HistoryEvent.FromString(data)
+            event.event_id = self.state.next_event_id
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                started_ids[event.activity_task_started_event_attributes.scheduled_event_id] = event.event_id
+            elif event.event_type in _ACTIVITY_CLOSE_FIELDS:
+                # The started event these refer to was buffered too: its id is known only now.
+                attrs = getattr(event, _ACTIVITY_CLOSE_FIELDS[event.event_type])
+                attrs.started_event_id = started_ids.get(attrs.scheduled_event_id, attrs.started_event_id)
+            self.state.next_event_id += 1
+            self.state.history_size += event.ByteSize()
+            self.events.append(event)
+        self.state.buffered = []
+        return True
+
+    def task(
+        self, kind: TaskKind, task_queue: str, scheduled_event_id: int, attempt: int, delay: float = 0.0
+    ) -> None:
+        self.tasks.append(
+            NewTask(
+                kind, task_queue, scheduled_event_id, attempt, self.now + timedelta(seconds=max(delay, 0.0))
+            )
+        )
+
+    def timer(
+        self, kind: TimerKind, fire_at: datetime, event_id: int = 0, attempt: int = 0, detail: int = 0
+    ) -> None:
+        self.timers.append(NewTimer(kind, fire_at, event_id, attempt, detail))

@@ -1,0 +1,123 @@
+"""The mutable state of one run: what the history implies right now, kept beside it (encrypted)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+from temporalio.api.enums.v1 import WorkflowExecutionStatus
+
+RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+
+
+class WorkflowTaskInfo(msgspec.Struct, kw_only=True):
+    """The one workflow task a run may have in flight.
+
+    Attempts above 1 are *transient*: their scheduled and started events are not written to history
+    until the task completes, so a workflow task failing in a loop does not grow the history.
+    """
+
+    scheduled_event_id: int
+    attempt: int = 1
+    task_queue: str
+    timeout: float
+    """start-to-close timeout in seconds (grows with attempts, as Temporal's does)."""
+    scheduled_time: datetime
+    started_event_id: int = 0
+    started_time: datetime | None = None
+    request_id: str = ""
+    identity: str = ""
+
+
+class ActivityInfo(msgspec.Struct, kw_only=True):
+    """A scheduled activity: retries happen here, without events, until its final outcome."""
+
+    scheduled_event_id: int
+    activity_id: str
+    activity_type: str
+    task_queue: str
+    scheduled: bytes
+    """The ActivityTaskScheduledEventAttributes (normalised), serialised."""
+    scheduled_time: datetime
+    schedule_to_close: float
+    schedule_to_start: float
+    start_to_close: float
+    heartbeat: float
+    attempt: int = 1
+    attempt_scheduled_time: datetime
+    started_time: datetime | None = None
+    started_identity: str = ""
+    started_request_id: str = ""
+    last_heartbeat_time: datetime | None = None
+    heartbeat_details: bytes = b""
+    last_failure: bytes = b""
+    last_worker_identity: str = ""
+    cancel_requested: bool = False
+    cancel_requested_event_id: int = 0
+
+
+class TimerInfo(msgspec.Struct, kw_only=True):
+    timer_id: str
+    started_event_id: int
+    fire_at: datetime
+
+
+class MutableState(msgspec.Struct, kw_only=True):
+    """Everything needed to apply the next input to a run without reading its history."""
+
+    namespace_id: str
+    namespace: str
+    workflow_id: str
+    run_id: str
+    first_run_id: str
+    workflow_type: str
+    task_queue: str
+    status: int = RUNNING
+    start_time: datetime
+    execution_time: datetime
+    close_time: datetime | None = None
+    workflow_task_timeout: float
+    run_timeout: float = 0.0
+    execution_timeout: float = 0.0
+    run_expiration: datetime | None = None
+    execution_expiration: datetime | None = None
+    start_request_id: str = ""
+    next_event_id: int = 1
+    last_completed_wft_started_event_id: int = 0
+    workflow_task: WorkflowTaskInfo | None = None
+    wft_attempt: int = 1
+    """The attempt the next workflow task will have (above 1 after failures and timeouts)."""
+    activities: dict[int, ActivityInfo] = msgspec.field(default_factory=dict)
+    timers: dict[str, TimerInfo] = msgspec.field(default_factory=dict)
+    buffered: list[bytes] = msgspec.field(default_factory=list)
+    """HistoryEvents (serialised, without ids) that arrived while a workflow task was in flight."""
+    cancel_requested: bool = False
+    signal_request_ids: list[str] = msgspec.field(default_factory=list)
+    close_event_id: int = 0
+    new_execution_run_id: str = ""
+    history_size: int = 0
+    state_transitions: int = 0
+    memo: bytes = b""
+    search_attributes: bytes = b""
+
+    @property
+    def running(self) -> bool:
+        return self.status == RUNNING
+
+    def activity_by_id(self, activity_id: str) -> ActivityInfo | None:
+        for info in self.activities.values():
+            if info.activity_id == activity_id:
+                return info
+        return None
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(MutableState)
+
+
+def dump(state: MutableState) -> bytes:
+    return _encoder.encode(state)
+
+
+def load(data: bytes) -> MutableState:
+    return _decoder.decode(data)

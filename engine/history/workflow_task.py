@@ -1,0 +1,237 @@
+"""Workflow task transitions: schedule, start, complete, fail and time out (Temporal's attempt rules)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.api.enums.v1 import TaskQueueKind, TimeoutType, WorkflowTaskFailedCause
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.history.v1 import (
+    HistoryEvent,
+    WorkflowTaskFailedEventAttributes,
+    WorkflowTaskScheduledEventAttributes,
+    WorkflowTaskStartedEventAttributes,
+    WorkflowTaskTimedOutEventAttributes,
+)
+from temporalio.api.taskqueue.v1 import TaskQueue
+
+from engine.history.errors import StaleTask
+from engine.history.events import duration, new_event
+from engine.history.mutation import Mutation, TaskKind, TimerKind
+from engine.history.state import MutableState, WorkflowTaskInfo
+
+HISTORY_SERVICE_IDENTITY = "history-service"
+_RETRY_BACKOFF_MIN_ATTEMPTS = 3
+_RETRY_INITIAL_INTERVAL = 5.0
+_RETRY_MAX_INTERVAL = 600.0
+
+
+def start_to_close_timeout(default: float, attempt: int) -> float:
+    """The timeout of a given attempt: after the third, it grows so a failing task retries ever slower."""
+    if attempt <= _RETRY_BACKOFF_MIN_ATTEMPTS:
+        return default
+    backoff = _RETRY_INITIAL_INTERVAL * 2 ** (attempt - _RETRY_BACKOFF_MIN_ATTEMPTS - 1)
+    return default + min(backoff, _RETRY_MAX_INTERVAL)
+
+
+def _scheduled_event(state: MutableState, wft: WorkflowTaskInfo) -> HistoryEvent:
+    return new_event(
+        WorkflowTaskScheduledEventAttributes(
+            task_queue=TaskQueue(
+                name=wft.task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL, normal_name=""
+            ),
+            start_to_close_timeout=duration(wft.timeout),
+            attempt=wft.attempt,
+        )
+    )
+
+
+def _started_event(state: MutableState, wft: WorkflowTaskInfo, history_size: int) -> HistoryEvent:
+    return new_event(
+        WorkflowTaskStartedEventAttributes(
+            scheduled_event_id=wft.scheduled_event_id,
+            identity=wft.identity,
+            request_id=wft.request_id,
+            history_size_bytes=history_size,
+        )
+    )
+
+
+def schedule(m: Mutation) -> None:
+    """Schedule the run's next workflow task, unless one is already pending."""
+    state = m.state
+    if state.workflow_task is not None or not state.running:
+        return
+    if m.flush_buffer():
+        state.wft_attempt = 1
+    attempt = state.wft_attempt
+    wft = WorkflowTaskInfo(
+        scheduled_event_id=state.next_event_id,
+        attempt=attempt,
+        task_queue=state.task_queue,
+        timeout=start_to_close_timeout(state.workflow_task_timeout, attempt),
+        scheduled_time=m.now,
+    )
+    if attempt == 1:
+        wft.scheduled_event_id = m.add(_scheduled_event(state, wft)).event_id
+    # else: a transient task; its events get ids only when it completes.
+    state.workflow_task = wft
+    m.task(TaskKind.WORKFLOW, wft.task_queue, wft.scheduled_event_id, attempt)
+
+
+def _pending(state: MutableState, scheduled_event_id: int, attempt: int | None = None) -> WorkflowTaskInfo:
+    wft = state.workflow_task
+    if (
+        wft is None
+        or wft.scheduled_event_id != scheduled_event_id
+        or (attempt is not None and wft.attempt != attempt)
+    ):
+        raise StaleTask("workflow task not found")
+    return wft
+
+
+def start(
+    m: Mutation, *, scheduled_event_id: int, attempt: int, request_id: str, identity: str
+) -> WorkflowTaskInfo:
+    """A poller took the task: record it started and arm its start-to-close timeout."""
+    state = m.state
+    if not state.running:
+        raise StaleTask("workflow task not found")
+    wft = _pending(state, scheduled_event_id, attempt)
+    if wft.started_event_id:
+        raise StaleTask("workflow task already started")
+    wft.request_id = request_id
+    wft.identity = identity
+    if wft.attempt > 1 and wft.scheduled_event_id != state.next_event_id:
+        # Events arrived since this transient task was scheduled: it becomes a normal task.
+        wft.attempt = 1
+        state.wft_attempt = 1
+        wft.scheduled_event_id = m.add(_scheduled_event(state, wft)).event_id
+    wft.started_time = m.now
+    if wft.attempt == 1:
+        wft.started_event_id = m.add(_started_event(state, wft, state.history_size)).event_id
+    else:
+        wft.started_event_id = wft.scheduled_event_id + 1
+    m.timer(
+        TimerKind.WORKFLOW_TASK_TIMEOUT,
+        m.now + timedelta(seconds=wft.timeout),
+        event_id=wft.scheduled_event_id,
+        attempt=wft.attempt,
+    )
+    return wft
+
+
+def transient_events(state: MutableState, *, include_unstarted: bool = False) -> list[HistoryEvent]:
+    """The not-yet-written events of a transient task: scheduled and started, as the poller must see them.
+
+    History reads (`include_unstarted`) also show a transient task that is only scheduled, as Temporal does.
+    """
+    wft = state.workflow_task
+    if wft is None or wft.attempt == 1 or not (wft.started_event_id or include_unstarted):
+        return []
+    scheduled = _scheduled_event(state, wft)
+    scheduled.event_id = wft.scheduled_event_id
+    scheduled.event_time.FromDatetime(wft.scheduled_time)
+    if not wft.started_event_id:
+        return [scheduled]
+    started = _started_event(state, wft, state.history_size)
+    started.event_id = wft.started_event_id
+    assert wft.started_time is not None
+    started.event_time.FromDatetime(wft.started_time)
+    return [scheduled, started]
+
+
+def write_transient(m: Mutation, wft: WorkflowTaskInfo) -> None:
+    for event in transient_events(m.state):
+        m.add(event, at=event.event_time.ToDatetime(tzinfo=m.now.tzinfo))
+
+
+def started_task(state: MutableState, scheduled_event_id: int, started_event_id: int) -> WorkflowTaskInfo:
+    wft = _pending(state, scheduled_event_id)
+    if not wft.started_event_id or wft.started_event_id != started_event_id:
+        raise StaleTask("workflow task not found")
+    return wft
+
+
+def fail(
+    m: Mutation,
+    *,
+    scheduled_event_id: int,
+    started_event_id: int,
+    cause: int,
+    failure: Failure | None,
+    identity: str,
+    binary_checksum: str = "",
+) -> None:
+    """The worker (or the server, for a bad command) failed the task: record it and retry."""
+    state = m.state
+    if not state.running:
+        raise StaleTask("workflow task not found")
+    wft = started_task(state, scheduled_event_id, started_event_id)
+    _fail(m, wft, cause=cause, failure=failure, identity=identity, binary_checksum=binary_checksum)
+    schedule(m)
+
+
+def _fail(
+    m: Mutation,
+    wft: WorkflowTaskInfo,
+    *,
+    cause: int,
+    failure: Failure | None,
+    identity: str,
+    binary_checksum: str = "",
+) -> None:
+    state = m.state
+    if wft.attempt == 1:
+        m.add(
+            new_event(
+                WorkflowTaskFailedEventAttributes(
+                    scheduled_event_id=wft.scheduled_event_id,
+                    started_event_id=wft.started_event_id,
+                    cause=cause,
+                    failure=failure,
+                    identity=identity,
+                    binary_checksum=binary_checksum,
+                )
+            )
+        )
+    state.workflow_task = None
+    # An unhandled-command failure always has buffered events, so the next schedule() resets this to 1.
+    state.wft_attempt = wft.attempt + 1
+
+
+def fail_for_close(m: Mutation) -> None:
+    """Before a forced close (terminate), fail a started workflow task and write what was buffered."""
+    wft = m.state.workflow_task
+    if wft is not None and wft.started_event_id:
+        _fail(
+            m,
+            wft,
+            cause=WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND,
+            failure=None,
+            identity=HISTORY_SERVICE_IDENTITY,
+        )
+    m.flush_buffer()
+
+
+def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int) -> None:
+    """The start-to-close timer fired: if the task is still the one started, time it out and retry."""
+    state = m.state
+    if not state.running:
+        raise StaleTask("run closed")
+    wft = _pending(state, scheduled_event_id, attempt)
+    if not wft.started_event_id:
+        raise StaleTask("workflow task not started")
+    if wft.attempt == 1:
+        m.add(
+            new_event(
+                WorkflowTaskTimedOutEventAttributes(
+                    scheduled_event_id=wft.scheduled_event_id,
+                    started_event_id=wft.started_event_id,
+                    timeout_type=TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE,
+                )
+            )
+        )
+    state.workflow_task = None
+    state.wft_attempt = wft.attempt + 1
+    schedule(m)

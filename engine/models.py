@@ -1,0 +1,117 @@
+"""Engine tables: runs, their encrypted history, task queues, timers and shard leases (DESIGN.md data model)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from tenants.models import Namespace
+
+
+class Execution(models.Model):
+    """One run. Plaintext columns are what is indexed; the mutable state document is encrypted."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, db_index=False)
+    workflow_id = models.CharField(max_length=1000)
+    run_id = models.CharField(max_length=64)
+    shard = models.SmallIntegerField()
+    workflow_type = models.CharField(max_length=1000)
+    task_queue = models.CharField(max_length=1000)
+    # temporal.api.enums.v1.WorkflowExecutionStatus
+    status = models.SmallIntegerField()
+    start_time = models.DateTimeField()
+    execution_time = models.DateTimeField()
+    close_time = models.DateTimeField(null=True)
+    next_event_id = models.BigIntegerField()
+    # Compare-and-swap guard: every write checks and bumps it (DESIGN.md rule 2).
+    db_version = models.BigIntegerField(default=1)
+    state = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "workflow_id", "run_id"], name="execution_unique_run"
+            )
+        ]
+        indexes = [models.Index(fields=["namespace", "workflow_id", "-start_time"], name="execution_by_wid")]
+
+
+class CurrentRun(models.Model):
+    """The newest run of each workflow id: the row that serialises starts and id reuse decisions."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, db_index=False)
+    workflow_id = models.CharField(max_length=1000)
+    run_id = models.CharField(max_length=64)
+    start_request_id = models.CharField(max_length=255, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "workflow_id"], name="current_run_unique")
+        ]
+
+
+class HistoryBatch(models.Model):
+    """The events one transaction appended to a run, as an encrypted `temporal.api.history.v1.History`."""
+
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, db_index=False)
+    first_event_id = models.BigIntegerField()
+    last_event_id = models.BigIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["execution", "first_event_id"], name="history_unique_batch")
+        ]
+
+
+class Task(models.Model):
+    """A workflow or activity task waiting in a task queue for a poller (derived from history, rule 3)."""
+
+    class Kind(models.IntegerChoices):
+        WORKFLOW = 1
+        ACTIVITY = 2
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
+    task_queue = models.CharField(max_length=1000)
+    kind = models.SmallIntegerField(choices=Kind.choices)
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE)
+    scheduled_event_id = models.BigIntegerField()
+    attempt = models.IntegerField(default=1)
+    visible_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["namespace", "kind", "task_queue", "visible_at", "id"], name="task_claim"),
+        ]
+
+
+class Timer(models.Model):
+    """A durable timer: the truth about what must happen when (rule 3). Wake-ups only hint at it."""
+
+    class Kind(models.IntegerChoices):
+        USER_TIMER = 1
+        WORKFLOW_TASK_TIMEOUT = 2
+        ACTIVITY_TIMEOUT = 3
+        WORKFLOW_RUN_TIMEOUT = 4
+        WORKFLOW_BACKOFF = 5
+
+    shard = models.SmallIntegerField()
+    fire_at = models.DateTimeField()
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE)
+    kind = models.SmallIntegerField(choices=Kind.choices)
+    # What the timer refers to: an event id (timer started, activity/workflow task scheduled) and attempt,
+    # plus a sub-kind (the activity timeout type). A fire that no longer matches the run's state is a no-op.
+    event_id = models.BigIntegerField(default=0)
+    attempt = models.IntegerField(default=0)
+    detail = models.SmallIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["shard", "fire_at"], name="timer_due")]
+
+
+class ShardLease(models.Model):
+    """Ownership of a shard's background work. `range_id` fences: a write checks it is still ours (rule 4)."""
+
+    shard = models.SmallIntegerField(primary_key=True)
+    owner = models.CharField(max_length=255, default="")
+    range_id = models.BigIntegerField(default=0)
+    expires_at = models.DateTimeField(null=True)

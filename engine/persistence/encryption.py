@@ -1,0 +1,37 @@
+"""AES-256-GCM sealing of history batches and run state under the namespace's data key (rule 6).
+
+The associated data binds each ciphertext to its namespace, run and position, so a blob copied to
+another row (or another tenant's row) fails to open instead of decrypting into the wrong place.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from tenants import datakeys
+
+_FORMAT = 1
+
+
+def seal(namespace_id: uuid.UUID, plaintext: bytes, aad: bytes) -> bytes:
+    version, aead = datakeys.cipher(namespace_id)
+    nonce = os.urandom(12)
+    return bytes([_FORMAT]) + version.to_bytes(4, "big") + nonce + aead.encrypt(nonce, plaintext, aad)
+
+
+def unseal(namespace_id: uuid.UUID, blob: bytes, aad: bytes) -> bytes:
+    blob = bytes(blob)
+    if not blob or blob[0] != _FORMAT:
+        raise ValueError("unknown ciphertext format")
+    version = int.from_bytes(blob[1:5], "big")
+    _, aead = datakeys.cipher(namespace_id, version)
+    return aead.decrypt(blob[5:17], blob[17:], aad)
+
+
+def history_aad(namespace_id: uuid.UUID, run_id: str, first_event_id: int) -> bytes:
+    return f"perdura/history/{namespace_id}/{run_id}/{first_event_id}".encode()
+
+
+def state_aad(namespace_id: uuid.UUID, run_id: str) -> bytes:
+    return f"perdura/state/{namespace_id}/{run_id}".encode()

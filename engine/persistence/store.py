@@ -1,0 +1,185 @@
+"""Runs on disk: load and lock a run, persist a mutation (events, state, tasks, timers) in one go, read history."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import F
+from temporalio.api.history.v1 import History, HistoryEvent
+
+from engine import notify
+from engine.errors import NotFound, Unavailable
+from engine.history import state as state_codec
+from engine.history.mutation import Mutation
+from engine.history.state import MutableState
+from engine.models import CurrentRun, Execution, HistoryBatch, Task, Timer
+from engine.persistence import encryption
+from engine.shards import wakeups
+
+
+def encode_state(namespace_id: uuid.UUID, state: MutableState) -> bytes:
+    return encryption.seal(
+        namespace_id, state_codec.dump(state), encryption.state_aad(namespace_id, state.run_id)
+    )
+
+
+def decode_state(execution: Execution) -> MutableState:
+    data = encryption.unseal(
+        execution.namespace_id,
+        execution.state,
+        encryption.state_aad(execution.namespace_id, execution.run_id),
+    )
+    return state_codec.load(data)
+
+
+def find_execution(namespace_id: uuid.UUID, workflow_id: str, run_id: str, *, lock: bool) -> Execution:
+    """The run (the current one when `run_id` is empty), optionally locked for update.
+
+    Raises:
+        NotFound: no such run in this namespace.
+    """
+    if not run_id:
+        current = CurrentRun.objects.filter(namespace_id=namespace_id, workflow_id=workflow_id).first()
+        if current is None:
+            raise NotFound(f"workflow not found for ID: {workflow_id}")
+        run_id = current.run_id
+    query = Execution.objects.filter(namespace_id=namespace_id, workflow_id=workflow_id, run_id=run_id)
+    if lock:
+        query = query.select_for_update()
+    execution = query.first()
+    if execution is None:
+        raise NotFound(f"workflow execution not found for workflow ID {workflow_id!r} and run ID {run_id!r}")
+    return execution
+
+
+def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
+    """Create the row of a new run and persist its first mutation (inside the caller's transaction)."""
+    s = m.state
+    execution = Execution.objects.create(
+        namespace_id=namespace_id,
+        workflow_id=s.workflow_id,
+        run_id=s.run_id,
+        shard=shard,
+        workflow_type=s.workflow_type,
+        task_queue=s.task_queue,
+        status=s.status,
+        start_time=s.start_time,
+        execution_time=s.execution_time,
+        next_event_id=s.next_event_id,
+        state=encode_state(namespace_id, s),
+    )
+    _persist_derived(execution, m)
+    return execution
+
+
+def persist(execution: Execution, m: Mutation) -> None:
+    """Write a mutation of a locked run: compare-and-swap on its version (rule 2), then derived rows."""
+    s = m.state
+    s.state_transitions += 1
+    updated = Execution.objects.filter(pk=execution.pk, db_version=execution.db_version).update(
+        status=s.status,
+        close_time=s.close_time,
+        next_event_id=s.next_event_id,
+        db_version=F("db_version") + 1,
+        state=encode_state(execution.namespace_id, s),
+    )
+    if updated != 1:
+        raise Unavailable("the workflow execution changed concurrently; retry the request")
+    execution.db_version += 1
+    if m.closed:
+        _delete_pending(execution)
+    _persist_derived(execution, m)
+
+
+def _delete_pending(execution: Execution) -> None:
+    Timer.objects.filter(execution=execution).delete()
+    if connection.vendor == "postgresql":
+        # Skip rows a poller holds: it will find the run closed and discard them itself.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DELETE FROM engine_task WHERE id IN "
+                "(SELECT id FROM engine_task WHERE execution_id = %s FOR UPDATE SKIP LOCKED)",
+                [execution.pk],
+            )
+    else:
+        Task.objects.filter(execution=execution).delete()
+
+
+def _persist_derived(execution: Execution, m: Mutation) -> None:
+    keys: set[str] = set()
+    if m.events:
+        first = m.events[0].event_id
+        blob = History(events=m.events).SerializeToString()
+        HistoryBatch.objects.create(
+            execution=execution,
+            first_event_id=first,
+            last_event_id=m.events[-1].event_id,
+            data=encryption.seal(
+                execution.namespace_id,
+                blob,
+                encryption.history_aad(execution.namespace_id, execution.run_id, first),
+            ),
+        )
+        keys.add(notify.run_key(execution.pk))
+    if m.tasks and not m.closed:
+        Task.objects.bulk_create(
+            [
+                Task(
+                    namespace_id=execution.namespace_id,
+                    task_queue=t.task_queue,
+                    kind=int(t.kind),
+                    execution=execution,
+                    scheduled_event_id=t.scheduled_event_id,
+                    attempt=t.attempt,
+                    visible_at=t.visible_at,
+                )
+                for t in m.tasks
+            ]
+        )
+        keys.update(notify.task_queue_key(execution.namespace_id, int(t.kind), t.task_queue) for t in m.tasks)
+    if m.timers and not m.closed:
+        Timer.objects.bulk_create(
+            [
+                Timer(
+                    shard=execution.shard,
+                    fire_at=t.fire_at,
+                    execution=execution,
+                    kind=int(t.kind),
+                    event_id=t.event_id,
+                    attempt=t.attempt,
+                    detail=t.detail,
+                )
+                for t in m.timers
+            ]
+        )
+        keys.add(notify.TIMERS_KEY)
+        wakeups.timers_created(execution.shard, min(t.fire_at for t in m.timers))
+    notify.publish_on_commit(keys)
+
+
+def history_events(
+    execution: Execution, *, first_event_id: int = 1, last_event_id: int | None = None
+) -> Iterator[HistoryEvent]:
+    """The run's events from `first_event_id` (through `last_event_id`), decrypted, in order."""
+    batches = HistoryBatch.objects.filter(execution=execution, last_event_id__gte=first_event_id)
+    if last_event_id is not None:
+        batches = batches.filter(first_event_id__lte=last_event_id)
+    for batch in batches.order_by("first_event_id").iterator():
+        data = encryption.unseal(
+            execution.namespace_id,
+            batch.data,
+            encryption.history_aad(execution.namespace_id, execution.run_id, batch.first_event_id),
+        )
+        for event in History.FromString(data).events:
+            if event.event_id < first_event_id:
+                continue
+            if last_event_id is not None and event.event_id > last_event_id:
+                return
+            yield event
+
+
+def due_timers(shard: int, now: datetime, limit: int) -> list[Timer]:
+    return list(Timer.objects.filter(shard=shard, fire_at__lte=now).order_by("fire_at", "id")[:limit])

@@ -1,0 +1,139 @@
+"""Activity tasks: claim and start one for a poller, heartbeat, complete, fail, confirm cancellation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.history.v1 import ActivityTaskScheduledEventAttributes
+
+from engine.errors import NotFound
+from engine.history import activity
+from engine.history.errors import StaleTask
+from engine.history.mutation import Mutation, TaskKind
+from engine.matching import queue
+from engine.models import Execution, Task
+from engine.services.update import run_update
+from engine.tokens import TaskToken
+from tenants.models import Namespace
+
+TASK_NOT_FOUND = "invalid activityID or activity already timed out or invoking workflow is completed"
+
+
+@dataclass(frozen=True, slots=True)
+class StartedActivityTask:
+    execution: Execution
+    workflow_type: str
+    scheduled_event_id: int
+    attempt: int
+    scheduled: ActivityTaskScheduledEventAttributes
+    scheduled_time: datetime
+    attempt_scheduled_time: datetime
+    started_time: datetime
+    heartbeat_details: Payloads | None
+
+
+def poll_once(
+    *, namespace: Namespace, task_queue: str, identity: str, request_id: str
+) -> StartedActivityTask | None:
+    def start(execution: Execution, m: Mutation, task: Task) -> StartedActivityTask:
+        info = activity.start(
+            m,
+            scheduled_event_id=task.scheduled_event_id,
+            attempt=task.attempt,
+            identity=identity,
+            request_id=request_id,
+        )
+        assert info.started_time is not None
+        return StartedActivityTask(
+            execution=execution,
+            workflow_type=m.state.workflow_type,
+            scheduled_event_id=info.scheduled_event_id,
+            attempt=info.attempt,
+            scheduled=activity.scheduled_attributes(info),
+            scheduled_time=info.scheduled_time,
+            attempt_scheduled_time=info.attempt_scheduled_time,
+            started_time=info.started_time,
+            heartbeat_details=Payloads.FromString(info.heartbeat_details) if info.heartbeat_details else None,
+        )
+
+    return queue.claim(namespace.id, TaskKind.ACTIVITY, task_queue, start)
+
+
+def _update(namespace: Namespace, token: TaskToken, apply: Callable[[Execution, Mutation], object]) -> object:
+    try:
+        return run_update(
+            namespace_id=namespace.id, workflow_id=token.workflow_id, run_id=token.run_id, apply=apply
+        )
+    except StaleTask:
+        raise NotFound(TASK_NOT_FOUND) from None
+
+
+def activity_heartbeat(*, namespace: Namespace, token: TaskToken, details: Payloads | None) -> bool:
+    """Record a heartbeat; returns True when the workflow asked for the activity to be cancelled."""
+    return bool(
+        _update(
+            namespace,
+            token,
+            lambda _e, m: activity.heartbeat(
+                m, scheduled_event_id=token.scheduled_event_id, attempt=token.attempt, details=details
+            ),
+        )
+    )
+
+
+def activity_complete(
+    *, namespace: Namespace, token: TaskToken, result: Payloads | None, identity: str
+) -> None:
+    _update(
+        namespace,
+        token,
+        lambda _e, m: activity.complete(
+            m,
+            scheduled_event_id=token.scheduled_event_id,
+            attempt=token.attempt,
+            result=result,
+            identity=identity,
+        ),
+    )
+
+
+def activity_fail(
+    *,
+    namespace: Namespace,
+    token: TaskToken,
+    failure: Failure,
+    identity: str,
+    last_heartbeat_details: Payloads | None,
+) -> None:
+    _update(
+        namespace,
+        token,
+        lambda _e, m: activity.fail(
+            m,
+            scheduled_event_id=token.scheduled_event_id,
+            attempt=token.attempt,
+            failure=failure,
+            identity=identity,
+            last_heartbeat_details=last_heartbeat_details,
+        ),
+    )
+
+
+def activity_canceled(
+    *, namespace: Namespace, token: TaskToken, details: Payloads | None, identity: str
+) -> None:
+    _update(
+        namespace,
+        token,
+        lambda _e, m: activity.canceled(
+            m,
+            scheduled_event_id=token.scheduled_event_id,
+            attempt=token.attempt,
+            details=details,
+            identity=identity,
+        ),
+    )

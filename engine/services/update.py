@@ -1,0 +1,59 @@
+"""The single write path for an existing run: load, lock, apply a pure transition, persist, in one transaction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.db import transaction
+from perdura import clock
+
+from engine.errors import NotFound, Unavailable
+from engine.history.errors import RunClosed
+from engine.history.mutation import Mutation
+from engine.models import Execution
+from engine.persistence import store
+
+T = TypeVar("T")
+_ATTEMPTS = 5
+
+
+def run_update(
+    *,
+    namespace_id: uuid.UUID,
+    workflow_id: str,
+    run_id: str,
+    apply: Callable[[Execution, Mutation], T],
+) -> T:
+    """Apply `apply` to the run's state and persist everything it implied, atomically.
+
+    `apply` is pure apart from its Mutation; if it raises, nothing is written.
+
+    Raises:
+        NotFound: no such run, or (RunClosed) the run is closed.
+    """
+    for attempt in range(_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                execution = store.find_execution(namespace_id, workflow_id, run_id, lock=True)
+                m = Mutation(store.decode_state(execution), clock.now())
+                result = apply(execution, m)
+                store.persist(execution, m)
+                return result
+        except Unavailable:
+            if attempt == _ATTEMPTS - 1:
+                raise
+        except RunClosed as e:
+            raise NotFound(str(e)) from None
+    raise AssertionError("unreachable")
+
+
+def update_execution(execution_pk: int, apply: Callable[[Execution, Mutation], T]) -> T:
+    """Like run_update, for a run known by its row id (timers, task claims)."""
+    with transaction.atomic():
+        execution = Execution.objects.select_for_update().get(pk=execution_pk)
+        m = Mutation(store.decode_state(execution), clock.now())
+        result = apply(execution, m)
+        store.persist(execution, m)
+        return result

@@ -1,0 +1,144 @@
+"""Workflow tasks: claim and start one for a poller, complete it (commands), fail it, time it out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from temporalio.api.enums.v1 import WorkflowTaskFailedCause
+from temporalio.api.failure.v1 import Failure, ServerFailureInfo
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
+
+from engine.errors import InvalidArgument, NotFound
+from engine.history import completion, workflow_task
+from engine.history.errors import CommandFailure, StaleTask
+from engine.history.mutation import Mutation, TaskKind
+from engine.matching import queue
+from engine.models import Execution, Task
+from engine.services.update import run_update
+from engine.tokens import TaskToken
+from tenants.models import Namespace
+
+TASK_NOT_FOUND = "Workflow task not found."
+
+
+@dataclass(frozen=True, slots=True)
+class StartedWorkflowTask:
+    """What a poller needs to build its response; the history is read after the claim commits."""
+
+    execution: Execution
+    workflow_type: str
+    task_queue: str
+    scheduled_event_id: int
+    started_event_id: int
+    attempt: int
+    previous_started_event_id: int
+    scheduled_time: datetime
+    started_time: datetime
+    last_stored_event_id: int
+    transient_events: list[HistoryEvent]
+
+
+def poll_once(
+    *, namespace: Namespace, task_queue: str, identity: str, request_id: str
+) -> StartedWorkflowTask | None:
+    def start(execution: Execution, m: Mutation, task: Task) -> StartedWorkflowTask:
+        wft = workflow_task.start(
+            m,
+            scheduled_event_id=task.scheduled_event_id,
+            attempt=task.attempt,
+            request_id=request_id,
+            identity=identity,
+        )
+        assert wft.started_time is not None
+        return StartedWorkflowTask(
+            execution=execution,
+            workflow_type=m.state.workflow_type,
+            task_queue=m.state.task_queue,
+            scheduled_event_id=wft.scheduled_event_id,
+            started_event_id=wft.started_event_id,
+            attempt=wft.attempt,
+            previous_started_event_id=m.state.last_completed_wft_started_event_id,
+            scheduled_time=wft.scheduled_time,
+            started_time=wft.started_time,
+            last_stored_event_id=m.state.next_event_id - 1,
+            transient_events=workflow_task.transient_events(m.state),
+        )
+
+    return queue.claim(namespace.id, TaskKind.WORKFLOW, task_queue, start)
+
+
+def workflow_task_complete(
+    *, namespace: Namespace, token: TaskToken, request: RespondWorkflowTaskCompletedRequest
+) -> None:
+    """Apply the completion; an invalid command fails the task instead (InvalidArgument to the worker).
+
+    Raises:
+        NotFound: the token names no started workflow task (stale, replayed or the run closed).
+        InvalidArgument: a command was invalid; the task was failed with its cause.
+    """
+
+    def apply(_e: Execution, m: Mutation) -> None:
+        completion.complete(
+            m,
+            scheduled_event_id=token.scheduled_event_id,
+            started_event_id=token.started_event_id,
+            request=request,
+        )
+
+    try:
+        _update(namespace, token, apply)
+    except CommandFailure as error:
+        failure = error
+        _update(
+            namespace,
+            token,
+            lambda _e, m: workflow_task.fail(
+                m,
+                scheduled_event_id=token.scheduled_event_id,
+                started_event_id=token.started_event_id,
+                cause=failure.cause,
+                failure=Failure(
+                    message=failure.message,
+                    server_failure_info=ServerFailureInfo(
+                        non_retryable=failure.cause
+                        != WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
+                    ),
+                ),
+                identity=request.identity,
+                binary_checksum=request.binary_checksum,
+            ),
+        )
+        raise InvalidArgument(failure.message) from None
+
+
+def workflow_task_fail(
+    *,
+    namespace: Namespace,
+    token: TaskToken,
+    cause: int,
+    failure: Failure | None,
+    identity: str,
+    binary_checksum: str,
+) -> None:
+    _update(
+        namespace,
+        token,
+        lambda _e, m: workflow_task.fail(
+            m,
+            scheduled_event_id=token.scheduled_event_id,
+            started_event_id=token.started_event_id,
+            cause=cause,
+            failure=failure,
+            identity=identity,
+            binary_checksum=binary_checksum,
+        ),
+    )
+
+
+def _update(namespace: Namespace, token: TaskToken, apply) -> None:  # type: ignore[no-untyped-def]
+    try:
+        run_update(namespace_id=namespace.id, workflow_id=token.workflow_id, run_id=token.run_id, apply=apply)
+    except (StaleTask, NotFound):
+        raise NotFound(TASK_NOT_FOUND) from None

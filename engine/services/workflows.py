@@ -1,0 +1,238 @@
+"""Run-level writes from clients: start (with id reuse and conflict policies), signal, cancel, terminate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from perdura import clock
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.enums.v1 import (
+    WorkflowExecutionStatus,
+    WorkflowIdConflictPolicy,
+    WorkflowIdReusePolicy,
+)
+from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailure
+from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
+
+from engine import ids
+from engine.errors import AlreadyExists, InvalidArgument
+from engine.history import lifecycle
+from engine.history.mutation import Mutation
+from engine.models import CurrentRun, Execution
+from engine.persistence import store
+from engine.services.update import run_update
+from tenants.models import Namespace
+
+RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+_FAILED_STATUSES = {
+    WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_FAILED,
+    WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_CANCELED,
+    WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TERMINATED,
+    WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TIMED_OUT,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StartResult:
+    run_id: str
+    started: bool
+
+
+def _already_started(message: str, request_id: str, run_id: str) -> AlreadyExists:
+    return AlreadyExists(
+        message, WorkflowExecutionAlreadyStartedFailure(start_request_id=request_id, run_id=run_id)
+    )
+
+
+def _terminate_for_new_start(execution: Execution, new_run_id: str) -> None:
+    execution = Execution.objects.select_for_update().get(pk=execution.pk)
+    m = Mutation(store.decode_state(execution), clock.now())
+    if not m.state.running:
+        return
+    lifecycle.terminate(
+        m,
+        reason="TerminateIfRunning WorkflowIdReusePolicy Policy",
+        details=None,
+        identity=f"terminated by {new_run_id}",
+    )
+    store.persist(execution, m)
+
+
+def workflow_start(
+    *,
+    namespace: Namespace,
+    request: StartWorkflowExecutionRequest,
+    on_running: Callable[[Execution], None] | None = None,
+    signal: Callable[[Mutation], None] | None = None,
+) -> StartResult:
+    """Start a run, or apply the workflow id policies to the current one.
+
+    `on_running` (signal-with-start) is applied to a running current run instead of starting;
+    `signal` is applied to a new run right after its start event.
+
+    Raises:
+        AlreadyExists: the id is taken under the request's policies (details carry the run id).
+        InvalidArgument: an inconsistent policy combination.
+    """
+    conflict = request.workflow_id_conflict_policy
+    reuse = request.workflow_id_reuse_policy
+    if (
+        reuse == WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING
+        and conflict != WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED
+    ):
+        raise InvalidArgument(
+            "Invalid WorkflowIDReusePolicy: WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING cannot be used together "
+            "with a WorkflowIDConflictPolicy."
+        )
+    for attempt in range(2):
+        try:
+            with transaction.atomic():
+                return _start_txn(namespace, request, on_running, signal)
+        except IntegrityError:
+            # Another start created the current-run row at the same moment: decide again against it.
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_txn(
+    namespace: Namespace,
+    request: StartWorkflowExecutionRequest,
+    on_running: Callable[[Execution], None] | None,
+    signal: Callable[[Mutation], None] | None,
+) -> StartResult:
+    current = (
+        CurrentRun.objects.select_for_update()
+        .filter(namespace=namespace, workflow_id=request.workflow_id)
+        .first()
+    )
+    new_run_id = ids.new_run_id()
+    if current is not None:
+        previous = Execution.objects.get(
+            namespace=namespace, workflow_id=request.workflow_id, run_id=current.run_id
+        )
+        if request.request_id and request.request_id == current.start_request_id:
+            return StartResult(run_id=current.run_id, started=True)
+        if previous.status == RUNNING:
+            if on_running is not None:
+                on_running(previous)
+                return StartResult(run_id=previous.run_id, started=False)
+            conflict = request.workflow_id_conflict_policy
+            if conflict == WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING:
+                return StartResult(run_id=previous.run_id, started=False)
+            if (
+                conflict == WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING
+                or request.workflow_id_reuse_policy
+                == WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING
+            ):
+                _terminate_for_new_start(previous, new_run_id)
+            else:
+                raise _already_started(
+                    f"Workflow execution is already running. WorkflowId: {request.workflow_id}, "
+                    f"RunId: {previous.run_id}.",
+                    current.start_request_id,
+                    previous.run_id,
+                )
+        else:
+            reuse = request.workflow_id_reuse_policy
+            if reuse == WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE:
+                raise _already_started(
+                    f"Workflow execution already finished. WorkflowId: {request.workflow_id}, "
+                    f"RunId: {previous.run_id}. Workflow Id reuse policy: reject duplicate workflow Id.",
+                    current.start_request_id,
+                    previous.run_id,
+                )
+            if (
+                reuse == WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY
+                and previous.status not in _FAILED_STATUSES
+            ):
+                raise _already_started(
+                    f"Workflow execution already finished successfully. WorkflowId: {request.workflow_id}, "
+                    f"RunId: {previous.run_id}. Workflow Id reuse policy: allow duplicate workflow Id if last run failed.",
+                    current.start_request_id,
+                    previous.run_id,
+                )
+    m = lifecycle.start(
+        namespace_id=str(namespace.id),
+        namespace=namespace.name,
+        run_id=new_run_id,
+        request=request,
+        now=clock.now(),
+        schedule_first_task=signal is None,
+    )
+    if signal is not None:
+        signal(m)
+    shard = ids.shard_for(namespace.id, request.workflow_id, settings.PERDURA_SHARDS)
+    store.insert(namespace.id, shard, m)
+    if current is None:
+        CurrentRun.objects.create(
+            namespace=namespace,
+            workflow_id=request.workflow_id,
+            run_id=new_run_id,
+            start_request_id=request.request_id,
+        )
+    else:
+        current.run_id = new_run_id
+        current.start_request_id = request.request_id
+        current.save(update_fields=["run_id", "start_request_id"])
+    return StartResult(run_id=new_run_id, started=True)
+
+
+def workflow_signal(
+    *,
+    namespace: Namespace,
+    workflow_id: str,
+    run_id: str,
+    signal_name: str,
+    input: Payloads | None,
+    identity: str,
+    request_id: str,
+    header: object | None,
+) -> None:
+    run_update(
+        namespace_id=namespace.id,
+        workflow_id=workflow_id,
+        run_id=run_id,
+        apply=lambda _e, m: lifecycle.signal(
+            m, signal_name=signal_name, input=input, identity=identity, request_id=request_id, header=header
+        ),
+    )
+
+
+def workflow_request_cancel(
+    *, namespace: Namespace, workflow_id: str, run_id: str, identity: str, reason: str
+) -> None:
+    run_update(
+        namespace_id=namespace.id,
+        workflow_id=workflow_id,
+        run_id=run_id,
+        apply=lambda _e, m: lifecycle.request_cancel(m, identity=identity, reason=reason),
+    )
+
+
+def workflow_terminate(
+    *,
+    namespace: Namespace,
+    workflow_id: str,
+    run_id: str,
+    reason: str,
+    details: Payloads | None,
+    identity: str,
+) -> None:
+    run_update(
+        namespace_id=namespace.id,
+        workflow_id=workflow_id,
+        run_id=run_id,
+        apply=lambda _e, m: lifecycle.terminate(m, reason=reason, details=details, identity=identity),
+    )
+
+
+def signal_locked(execution: Execution, apply: Callable[[Mutation], None]) -> None:
+    """Inside the caller's transaction (signal-with-start holds the current-run row): lock a run and signal it."""
+    execution = Execution.objects.select_for_update().get(pk=execution.pk)
+    m = Mutation(store.decode_state(execution), clock.now())
+    apply(m)
+    store.persist(execution, m)

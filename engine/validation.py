@@ -1,0 +1,89 @@
+"""Request validation shared by the RPCs: ids, names, durations and payload sizes, with actionable messages."""
+
+from __future__ import annotations
+
+import uuid
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
+
+from engine.errors import InvalidArgument
+from engine.history import retry
+
+MAX_ID_LENGTH = 1000
+BLOB_SIZE_LIMIT = 2 * 1024 * 1024
+"""Temporal's default per-payload limit: larger inputs, results or details are refused."""
+
+
+def require_id(value: str, name: str) -> None:
+    if not value:
+        raise InvalidArgument(f"{name} is not set on request.")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidArgument(f"{name} exceeds maximum allowed length ({len(value)}/{MAX_ID_LENGTH})")
+
+
+def run_id(value: str) -> None:
+    """Run ids are UUIDs; an empty one means the current run."""
+    if value:
+        try:
+            uuid.UUID(value)
+        except ValueError:
+            raise InvalidArgument("Invalid RunId.") from None
+
+
+def require_task_queue(name: str) -> None:
+    if not name:
+        raise InvalidArgument("missing task queue name")
+    if len(name) > MAX_ID_LENGTH:
+        raise InvalidArgument(f"TaskQueue exceeds maximum allowed length ({len(name)}/{MAX_ID_LENGTH})")
+
+
+def non_negative(value: Duration, name: str) -> None:
+    if value.seconds < 0 or value.nanos < 0:
+        raise InvalidArgument(f"An invalid {name}Seconds is set on request. cause: negative duration")
+
+
+def blob_size(message: Message | None, name: str) -> None:
+    if message is None:
+        return
+    size = message.ByteSize()
+    if size > BLOB_SIZE_LIMIT:
+        raise InvalidArgument(
+            f"Blob data size exceeds limit. The {name} is {size} bytes; the limit is {BLOB_SIZE_LIMIT} bytes (2 MiB)."
+        )
+
+
+def retry_policy(message: Message, field: str = "retry_policy") -> None:
+    if message.HasField(field):
+        try:
+            retry.normalized(getattr(message, field))
+        except retry.RetryPolicyError as e:
+            raise InvalidArgument(str(e)) from None
+
+
+def start_request(request: Message) -> None:
+    """Checks shared by StartWorkflowExecution and SignalWithStartWorkflowExecution."""
+    require_id(request.workflow_id, "WorkflowId")
+    if not request.HasField("task_queue"):
+        raise InvalidArgument("taskQueue is not set")
+    if not request.workflow_type.name:
+        raise InvalidArgument("WorkflowType is not set on request.")
+    if len(request.workflow_type.name) > MAX_ID_LENGTH:
+        raise InvalidArgument("WorkflowType length exceeds limit.")
+    require_task_queue(request.task_queue.name)
+    if len(request.request_id) > MAX_ID_LENGTH:
+        raise InvalidArgument("RequestId length exceeds limit.")
+    non_negative(request.workflow_execution_timeout, "WorkflowExecutionTimeout")
+    non_negative(request.workflow_run_timeout, "WorkflowRunTimeout")
+    non_negative(request.workflow_task_timeout, "WorkflowTaskTimeout")
+    retry_policy(request)
+    if request.HasField("input"):
+        blob_size(request.input, "input")
+    if request.HasField("memo"):
+        blob_size(request.memo, "memo")
+    if request.cron_schedule:
+        raise InvalidArgument("cron_schedule is not supported by Perdura yet.")
+    if request.HasField("workflow_start_delay") and (
+        request.workflow_start_delay.seconds or request.workflow_start_delay.nanos
+    ):
+        raise InvalidArgument("workflow_start_delay is not supported by Perdura yet.")

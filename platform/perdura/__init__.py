@@ -1,0 +1,1 @@
+"""Perdura: the Django project package (settings, CLI, Celery app, dev server)."""

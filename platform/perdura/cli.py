@@ -1,0 +1,136 @@
+"""The `perdura` command: dev server, production processes, migrations and operator helpers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+
+def _django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "perdura.settings")
+    import django
+
+    django.setup()
+
+
+def _cmd_dev(args: argparse.Namespace) -> None:
+    from perdura import devserver
+
+    devserver.run(
+        host=args.ip, port=args.port, ui_port=args.ui_port, db_file=args.db_file, ephemeral=args.ephemeral
+    )
+
+
+def _cmd_migrate(args: argparse.Namespace) -> None:
+    _django()
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False)
+    from tenants.services import namespace_ensure
+
+    namespace_ensure(name="default")
+
+
+def _cmd_api(args: argparse.Namespace) -> None:
+    _django()
+    from engine.api import server as api_server
+    from engine.api.listener import start_listener
+
+    async def main() -> None:
+        server = api_server.build(f"{args.ip}:{args.port}", db_threads=args.db_threads)
+        await server.start()
+        start_listener()
+        print(f"Perdura API on {args.ip}:{args.port}", flush=True)
+        await server.wait_for_termination()
+
+    asyncio.run(main())
+
+
+def _cmd_worker(args: argparse.Namespace) -> None:
+    from perdura.celery import app
+
+    app.worker_main(["worker", "--loglevel", args.loglevel, "-c", str(args.concurrency), *args.extra])
+
+
+def _cmd_beat(args: argparse.Namespace) -> None:
+    from perdura.celery import app
+
+    from perdura import env
+
+    schedule = args.schedule or str(env.data_dir() / "celerybeat-schedule")
+    env.data_dir().mkdir(parents=True, exist_ok=True)
+    app.start(["beat", "--loglevel", args.loglevel, "--schedule", schedule])
+
+
+def _cmd_masterkey(args: argparse.Namespace) -> None:
+    from perdura import masterkey
+
+    print(masterkey.generate())
+
+
+def _cmd_namespace_create(args: argparse.Namespace) -> None:
+    _django()
+    from tenants.services import NamespaceError, namespace_register
+
+    try:
+        namespace = namespace_register(name=args.name, retention_days=args.retention_days)
+    except NamespaceError as e:
+        raise SystemExit(str(e)) from None
+    print(f"namespace {namespace.name} created ({namespace.id})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="perdura", description="Perdura: a Temporal-compatible durable execution server"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser(
+        "dev", help="run everything in one process on SQLite (like `temporal server start-dev`)"
+    )
+    dev.add_argument("--ip", default="127.0.0.1")
+    dev.add_argument("--port", type=int, default=7233, help="gRPC port (default 7233)")
+    dev.add_argument("--ui-port", type=int, default=8233, help="web port (default 8233; 0 turns it off)")
+    where = dev.add_mutually_exclusive_group()
+    where.add_argument("--db-file", help="SQLite file to keep state in (default: .perdura/perdura.sqlite3)")
+    where.add_argument(
+        "--ephemeral", action="store_true", help="keep nothing: a temporary database, removed at exit"
+    )
+    dev.set_defaults(func=_cmd_dev)
+
+    sub.add_parser("migrate", help="create or upgrade the database schema").set_defaults(func=_cmd_migrate)
+
+    api = sub.add_parser("api", help="serve the gRPC API (stateless; run several)")
+    api.add_argument("--ip", default="0.0.0.0")
+    api.add_argument("--port", type=int, default=7233)
+    api.add_argument("--db-threads", type=int, default=16)
+    api.set_defaults(func=_cmd_api)
+
+    worker = sub.add_parser("worker", help="run a Celery shard worker (timers, sweeps)")
+    worker.add_argument("--loglevel", default="INFO")
+    worker.add_argument("--concurrency", type=int, default=2)
+    worker.add_argument("extra", nargs="*")
+    worker.set_defaults(func=_cmd_worker)
+
+    beat = sub.add_parser("beat", help="run Celery beat (the periodic sweeps)")
+    beat.add_argument("--loglevel", default="INFO")
+    beat.add_argument("--schedule", help="beat's schedule file (default: under PERDURA_DATA_DIR)")
+    beat.set_defaults(func=_cmd_beat)
+
+    sub.add_parser("masterkey", help="print a new random master key").set_defaults(func=_cmd_masterkey)
+
+    ns = sub.add_parser("namespace", help="manage namespaces")
+    ns_sub = ns.add_subparsers(dest="ns_command", required=True)
+    ns_create = ns_sub.add_parser("create")
+    ns_create.add_argument("name")
+    ns_create.add_argument("--retention-days", type=int, default=7)
+    ns_create.set_defaults(func=_cmd_namespace_create)
+
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,99 @@
+"""`perdura dev`: the gRPC API, the shard processing and a web page in one process on SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import tempfile
+import threading
+from pathlib import Path
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+log = logging.getLogger("perdura.dev")
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def configure(*, db_file: str | None, ephemeral: bool) -> Path | None:
+    """Point settings at the dev SQLite file before Django starts; returns a temp dir to clean up."""
+    os.environ["PERDURA_DEV"] = "1"
+    temp = None
+    if ephemeral:
+        temp = Path(tempfile.mkdtemp(prefix="perdura-dev-"))
+        os.environ["PERDURA_DATABASE_URL"] = f"sqlite:///{temp / 'perdura.sqlite3'}"
+        os.environ.setdefault("PERDURA_DATA_DIR", str(temp))
+    elif db_file:
+        path = Path(db_file).resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.environ["PERDURA_DATABASE_URL"] = f"sqlite:///{path}"
+    else:
+        from perdura import env
+
+        env.data_dir().mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "perdura.settings")
+    return temp
+
+
+def prepare() -> None:
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+    from tenants.services import namespace_ensure
+
+    namespace_ensure(name="default")
+
+
+def _serve_web(host: str, port: int) -> WSGIServer:
+    from django.core.wsgi import get_wsgi_application
+
+    class ThreadingServer(WSGIServer):
+        daemon_threads = True
+
+    server = make_server(
+        host, port, get_wsgi_application(), server_class=ThreadingServer, handler_class=_QuietHandler
+    )
+    threading.Thread(target=server.serve_forever, name="perdura-web", daemon=True).start()
+    return server
+
+
+async def serve(*, host: str, port: int, ui_port: int) -> None:
+    from engine.api import server as api_server
+    from engine.shards.loop import run_timer_loop
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    grpc_server = api_server.build(f"{host}:{port}")
+    await grpc_server.start()
+    web = _serve_web(host, ui_port) if ui_port else None
+    timers = asyncio.ensure_future(run_timer_loop(stop))
+    print(
+        f"Perdura dev server: gRPC on {host}:{port}, web on http://{host}:{ui_port}, namespace 'default'",
+        flush=True,
+    )
+    await stop.wait()
+    print("Stopping...", flush=True)
+    await grpc_server.stop(grace=2)
+    await timers
+    if web is not None:
+        web.shutdown()
+
+
+def run(*, host: str, port: int, ui_port: int, db_file: str | None, ephemeral: bool) -> None:
+    temp = configure(db_file=db_file, ephemeral=ephemeral)
+    try:
+        prepare()
+        asyncio.run(serve(host=host, port=port, ui_port=ui_port))
+    finally:
+        if temp is not None:
+            import shutil
+
+            shutil.rmtree(temp, ignore_errors=True)

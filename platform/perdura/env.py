@@ -1,0 +1,48 @@
+"""Typed readers for Perdura's environment variables, with dev-friendly defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def data_dir() -> Path:
+    """Where `perdura dev` keeps its SQLite file and generated master key."""
+    return Path(os.environ.get("PERDURA_DATA_DIR", ".perdura")).resolve()
+
+
+def database_url() -> str:
+    """The database: a SQLite file by default (dev), `postgres://...` in production."""
+    return os.environ.get("PERDURA_DATABASE_URL") or f"sqlite:///{data_dir() / 'perdura.sqlite3'}"
+
+
+def redis_url() -> str:
+    return os.environ.get("PERDURA_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def shard_count() -> int:
+    value = os.environ.get("PERDURA_SHARDS", "16")
+    try:
+        count = int(value)
+    except ValueError:
+        raise SystemExit(f"PERDURA_SHARDS must be a positive integer, not {value!r}") from None
+    if count < 1:
+        raise SystemExit(f"PERDURA_SHARDS must be a positive integer, not {value!r}")
+    return count
+
+
+def master_key() -> str | None:
+    """The base64 master key that wraps namespace data keys; required outside dev."""
+    return os.environ.get("PERDURA_MASTER_KEY") or None
+
+
+def dev_mode() -> bool:
+    """True inside `perdura dev`: loopback clients need no credentials, the master key may be generated."""
+    return os.environ.get("PERDURA_DEV") == "1"
+
+
+def flag(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}

@@ -1,0 +1,85 @@
+"""Django settings, all read from PERDURA_* environment variables (see perdura.env)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import dj_database_url
+
+from perdura import env
+
+DEBUG = env.flag("PERDURA_DEBUG")
+SECRET_KEY = os.environ.get("PERDURA_SECRET_KEY") or secrets.token_urlsafe(50)
+ALLOWED_HOSTS = ["*"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+ROOT_URLCONF = "perdura.urls"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "tenants.apps.TenantsConfig",
+    "engine.apps.EngineConfig",
+    "visibility.apps.VisibilityConfig",
+    "frontend.apps.FrontendConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+]
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {"context_processors": []},
+    }
+]
+
+
+def _database() -> dict:
+    url = env.database_url()
+    config = dj_database_url.parse(url, conn_max_age=600)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # IMMEDIATE: a transaction that reads then writes must take the write lock up front, or
+        # concurrent writers fail with 'database is locked' instead of waiting (busy timeout).
+        config["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+        }
+        config["CONN_MAX_AGE"] = None
+    else:
+        config.setdefault("OPTIONS", {})
+    config["ATOMIC_REQUESTS"] = False
+    config["TEST"] = (
+        {"NAME": os.environ.get("PERDURA_TEST_DATABASE_NAME")} if url.startswith("postgres") else {}
+    )
+    return config
+
+
+DATABASES = {"default": _database()}
+
+PERDURA_SHARDS = env.shard_count()
+PERDURA_REDIS_URL = env.redis_url()
+
+# Celery (production shard workers); `perdura dev` runs the same shard code in-process instead.
+CELERY_BROKER_URL = PERDURA_REDIS_URL
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("PERDURA_CELERY_QUEUE", "perdura")
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
+PERDURA_TIMER_WAKEUPS = os.environ.get("PERDURA_TIMER_WAKEUPS", "" if env.dev_mode() else "celery")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("PERDURA_LOG_LEVEL", "INFO")},
+}

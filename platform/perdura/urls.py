@@ -1,0 +1,5 @@
+"""URL routes: the web console lives in the frontend app."""
+
+from django.urls import include, path
+
+urlpatterns = [path("", include("frontend.urls"))]

@@ -1,0 +1,247 @@
+"""Workflows and activities the end-to-end tests run through the official SDK."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+
+@activity.defn
+async def greet(name: str) -> str:
+    return f"hello {name}"
+
+
+@activity.defn
+async def add_one(value: int) -> int:
+    return value + 1
+
+
+FLAKY_CALLS: dict[str, int] = {}
+
+
+@activity.defn
+async def flaky(key: str) -> str:
+    """Fails on attempts 1 and 2, succeeds on 3."""
+    info = activity.info()
+    FLAKY_CALLS[key] = FLAKY_CALLS.get(key, 0) + 1
+    if info.attempt < 3:
+        raise RuntimeError(f"flaky failure {info.attempt}")
+    return f"ok after {info.attempt}"
+
+
+@activity.defn
+async def fatal() -> None:
+    raise ApplicationError("fatal boom", type="MyFatal", non_retryable=True)
+
+
+@activity.defn
+async def sleepy(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+@activity.defn
+async def slow_first_attempt(seconds: float) -> int:
+    """Overruns its start-to-close timeout on attempt 1 only."""
+    if activity.info().attempt == 1:
+        await asyncio.sleep(seconds)
+    return activity.info().attempt
+
+
+@activity.defn
+async def heartbeat_then_stall(seconds: float) -> str:
+    activity.heartbeat("hb-detail-1")
+    await asyncio.sleep(seconds)
+    return "never"
+
+
+@activity.defn
+async def heartbeat_until_cancelled() -> str:
+    try:
+        while True:
+            activity.heartbeat("working")
+            await asyncio.sleep(0.2)
+    except asyncio.CancelledError:
+        return "cancelled"
+
+
+@workflow.defn
+class HelloWorkflow:
+    @workflow.run
+    async def run(self, name: str) -> str:
+        return await workflow.execute_activity(greet, name, start_to_close_timeout=timedelta(seconds=10))
+
+
+@workflow.defn
+class SequenceWorkflow:
+    @workflow.run
+    async def run(self, count: int) -> int:
+        value = 0
+        for _ in range(count):
+            value = await workflow.execute_activity(add_one, value, start_to_close_timeout=timedelta(seconds=10))
+        return value
+
+
+@workflow.defn
+class ParallelWorkflow:
+    @workflow.run
+    async def run(self, count: int) -> list[str]:
+        return list(
+            await asyncio.gather(
+                *(
+                    workflow.execute_activity(greet, f"n{i}", start_to_close_timeout=timedelta(seconds=10))
+                    for i in range(count)
+                )
+            )
+        )
+
+
+@workflow.defn
+class RetryWorkflow:
+    @workflow.run
+    async def run(self, key: str) -> str:
+        return await workflow.execute_activity(
+            flaky,
+            key,
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2),
+        )
+
+
+@workflow.defn
+class FatalWorkflow:
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.execute_activity(fatal, start_to_close_timeout=timedelta(seconds=10))
+
+
+@workflow.defn
+class StartToCloseWorkflow:
+    @workflow.run
+    async def run(self) -> int:
+        return await workflow.execute_activity(
+            slow_first_attempt,
+            3.0,
+            start_to_close_timeout=timedelta(seconds=1),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=3),
+        )
+
+
+@workflow.defn
+class HeartbeatTimeoutWorkflow:
+    @workflow.run
+    async def run(self) -> str:
+        return await workflow.execute_activity(
+            heartbeat_then_stall,
+            5.0,
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=1),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+
+
+@workflow.defn
+class TimerWorkflow:
+    @workflow.run
+    async def run(self, seconds: float) -> str:
+        await workflow.sleep(seconds)
+        return "woke"
+
+
+@workflow.defn
+class CancelledTimerWorkflow:
+    @workflow.run
+    async def run(self) -> str:
+        long_timer = asyncio.create_task(workflow.sleep(60))
+        await workflow.sleep(0.2)
+        long_timer.cancel()
+        try:
+            await long_timer
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "fired"
+
+
+@workflow.defn
+class SignalWorkflow:
+    def __init__(self) -> None:
+        self.received: list[str] = []
+
+    @workflow.signal
+    def add(self, value: str) -> None:
+        self.received.append(value)
+
+    @workflow.run
+    async def run(self, expected: int) -> list[str]:
+        await workflow.wait_condition(lambda: len(self.received) >= expected)
+        return self.received
+
+
+@workflow.defn
+class WaitForCancelWorkflow:
+    @workflow.run
+    async def run(self) -> str:
+        try:
+            await workflow.sleep(3600)
+        except asyncio.CancelledError:
+            return "saw cancellation"
+        return "not cancelled"
+
+
+@workflow.defn
+class CancelActivityWorkflow:
+    @workflow.run
+    async def run(self) -> str:
+        return await workflow.execute_activity(
+            heartbeat_until_cancelled,
+            start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=2),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+
+
+@workflow.defn
+class FailingWorkflow:
+    @workflow.run
+    async def run(self) -> None:
+        raise ApplicationError("workflow says no", type="Nope")
+
+
+@workflow.defn
+class LongSleepWorkflow:
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.sleep(3600)
+        return "done"
+
+
+ALL_WORKFLOWS = [
+    HelloWorkflow,
+    SequenceWorkflow,
+    ParallelWorkflow,
+    RetryWorkflow,
+    FatalWorkflow,
+    StartToCloseWorkflow,
+    HeartbeatTimeoutWorkflow,
+    TimerWorkflow,
+    CancelledTimerWorkflow,
+    SignalWorkflow,
+    WaitForCancelWorkflow,
+    CancelActivityWorkflow,
+    FailingWorkflow,
+    LongSleepWorkflow,
+]
+ALL_ACTIVITIES = [
+    greet,
+    add_one,
+    flaky,
+    fatal,
+    sleepy,
+    slow_first_attempt,
+    heartbeat_then_stall,
+    heartbeat_until_cancelled,
+]

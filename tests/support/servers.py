@@ -1,0 +1,151 @@
+"""Start Perdura for tests as a user would: `perdura dev` on SQLite, or the production processes on Postgres."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[2]
+PERDURA = str(Path(sys.executable).parent / "perdura")
+PG_CANDIDATES = [
+    os.environ.get("PERDURA_TEST_DATABASE_URL", ""),
+    "postgres://postgres@127.0.0.1:5432/postgres",
+    "postgres://perdura:perdura@127.0.0.1:5432/postgres",
+]
+REDIS_URL = os.environ.get("PERDURA_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"server did not listen on {port} within {timeout}s:\n{log.read_text()[-4000:]}")
+
+
+@dataclass
+class Running:
+    """A running Perdura: its gRPC address and the processes behind it."""
+
+    address: str
+    env: dict[str, str]
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    logs: dict[str, Path] = field(default_factory=dict)
+    database_url: str = ""
+
+    def stop(self) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def kill(self, name: str) -> None:
+        """kill -9 one process (crash tests)."""
+        self.processes[name].kill()
+        self.processes[name].wait()
+
+    def spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = self.logs.setdefault(name, Path(self.env["PERDURA_DATA_DIR"]) / f"{name}.log")
+        proc = subprocess.Popen(
+            [PERDURA, *args], env=self.env, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT
+        )
+        self.processes[name] = proc
+        return proc
+
+
+def _base_env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PERDURA_")}
+    env["PERDURA_DATA_DIR"] = str(tmp)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@contextlib.contextmanager
+def dev_server(tmp: Path, *, db_file: Path | None = None, port: int | None = None) -> Iterator[Running]:
+    """`perdura dev` on a SQLite file of its own."""
+    port = port or free_port()
+    env = _base_env(tmp)
+    running = Running(address=f"127.0.0.1:{port}", env=env)
+    db = db_file or tmp / "perdura.sqlite3"
+    proc = running.spawn("dev", ["dev", "--port", str(port), "--ui-port", "0", "--db-file", str(db)])
+    try:
+        wait_for_port(port, proc, running.logs["dev"])
+        yield running
+    finally:
+        running.stop()
+
+
+def postgres_admin_url() -> str:
+    """The first Postgres URL that accepts a connection (trust auth on CI; a password role elsewhere)."""
+    errors = []
+    for url in filter(None, PG_CANDIDATES):
+        try:
+            with psycopg.connect(url, connect_timeout=3):
+                return url
+        except psycopg.Error as e:
+            errors.append(f"{url}: {e}")
+    raise RuntimeError("no Postgres to test against (set PERDURA_TEST_DATABASE_URL):\n" + "\n".join(errors))
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str]:
+    """A fresh, empty database for one test session; dropped afterwards."""
+    admin = postgres_admin_url()
+    name = f"perdura_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, _ = admin.rpartition("/")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def production(tmp: Path, database_url: str) -> Iterator[Running]:
+    """The production processes: `perdura api` (gRPC), a Celery shard worker and beat, on Postgres + Redis."""
+    port = free_port()
+    env = _base_env(tmp)
+    env.update(
+        PERDURA_DATABASE_URL=database_url,
+        PERDURA_REDIS_URL=REDIS_URL,
+        PERDURA_MASTER_KEY=base64.b64encode(os.urandom(32)).decode(),
+        PERDURA_CELERY_QUEUE=f"perdura-test-{uuid.uuid4().hex[:8]}",
+        PERDURA_SWEEP_SECONDS="1",
+    )
+    running = Running(address=f"127.0.0.1:{port}", env=env, database_url=database_url)
+    subprocess.run([PERDURA, "migrate"], env=env, check=True, capture_output=True, cwd=ROOT)
+    try:
+        api = running.spawn("api", ["api", "--ip", "127.0.0.1", "--port", str(port)])
+        running.spawn("worker", ["worker", "--concurrency", "2"])
+        running.spawn("beat", ["beat"])
+        wait_for_port(port, api, running.logs["api"])
+        yield running
+    finally:
+        running.stop()
