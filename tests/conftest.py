@@ -15,7 +15,10 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def production_server(tmp_path_factory: pytest.TempPathFactory):
-    with servers.postgres_database() as url, servers.production(tmp_path_factory.mktemp("prod"), url) as running:
+    with (
+        servers.postgres_database() as url,
+        servers.production(tmp_path_factory.mktemp("prod"), url) as running,
+    ):
         yield running
 
 

@@ -55,9 +55,8 @@ def _cmd_worker(args: argparse.Namespace) -> None:
 
 
 def _cmd_beat(args: argparse.Namespace) -> None:
-    from perdura.celery import app
-
     from perdura import env
+    from perdura.celery import app
 
     schedule = args.schedule or str(env.data_dir() / "celerybeat-schedule")
     env.data_dir().mkdir(parents=True, exist_ok=True)

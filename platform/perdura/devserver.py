@@ -31,6 +31,8 @@ def configure(*, db_file: str | None, ephemeral: bool) -> Path | None:
         path = Path(db_file).resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
         os.environ["PERDURA_DATABASE_URL"] = f"sqlite:///{path}"
+        # The generated master key stays beside the database it unlocks.
+        os.environ.setdefault("PERDURA_DATA_DIR", str(path.parent))
     else:
         from perdura import env
 

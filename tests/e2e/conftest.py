@@ -17,7 +17,9 @@ def task_queue() -> str:
 
 @pytest.fixture
 async def worker(client, task_queue):
-    async with Worker(client, task_queue=task_queue, workflows=ALL_WORKFLOWS, activities=ALL_ACTIVITIES) as running:
+    async with Worker(
+        client, task_queue=task_queue, workflows=ALL_WORKFLOWS, activities=ALL_ACTIVITIES
+    ) as running:
         yield running
 
 
@@ -28,7 +30,9 @@ def new_id(prefix: str = "wf") -> str:
 async def event_types(handle) -> list[str]:
     from temporalio.api.enums.v1 import EventType
 
-    return [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") async for e in handle.fetch_history_events()]
+    return [
+        EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") async for e in handle.fetch_history_events()
+    ]
 
 
 async def events(handle) -> list:

@@ -83,13 +83,18 @@ async def test_non_retryable_failure_reaches_the_workflow(client, task_queue):
     assert isinstance(activity_error.cause, ApplicationError)
     assert activity_error.cause.type == "MyFatal"
     (failed,) = [e for e in await events(handle) if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
-    assert failed.activity_task_failed_event_attributes.retry_state == RetryState.RETRY_STATE_NON_RETRYABLE_FAILURE
+    assert (
+        failed.activity_task_failed_event_attributes.retry_state
+        == RetryState.RETRY_STATE_NON_RETRYABLE_FAILURE
+    )
 
 
 async def test_start_to_close_timeout_then_retry(client, task_queue):
     handle = await client.start_workflow(w.StartToCloseWorkflow.run, id=new_id(), task_queue=task_queue)
     assert await handle.result() == 2
-    (started,) = [e for e in await events(handle) if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+    (started,) = [
+        e for e in await events(handle) if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
     attrs = started.activity_task_started_event_attributes
     assert attrs.attempt == 2
     assert attrs.last_failure.message == "activity StartToClose timeout"

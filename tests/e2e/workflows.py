@@ -61,12 +61,10 @@ async def heartbeat_then_stall(seconds: float) -> str:
 
 @activity.defn
 async def heartbeat_until_cancelled() -> str:
-    try:
-        while True:
-            activity.heartbeat("working")
-            await asyncio.sleep(0.2)
-    except asyncio.CancelledError:
-        return "cancelled"
+    """Heartbeats until the server reports cancellation, which the SDK raises here as CancelledError."""
+    while True:
+        activity.heartbeat("working")
+        await asyncio.sleep(0.2)
 
 
 @workflow.defn
@@ -82,7 +80,9 @@ class SequenceWorkflow:
     async def run(self, count: int) -> int:
         value = 0
         for _ in range(count):
-            value = await workflow.execute_activity(add_one, value, start_to_close_timeout=timedelta(seconds=10))
+            value = await workflow.execute_activity(
+                add_one, value, start_to_close_timeout=timedelta(seconds=10)
+            )
         return value
 
 

@@ -79,7 +79,9 @@ class Running:
 
 
 def _base_env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PERDURA_")}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("PERDURA_") and k != "DJANGO_SETTINGS_MODULE"
+    }
     env["PERDURA_DATA_DIR"] = str(tmp)
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -1,0 +1,38 @@
+"""Settings for the test process: in-process tests run on real Postgres (servers under test are subprocesses)."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import dj_database_url
+import psycopg
+
+from perdura.settings import *  # noqa: F403
+
+_CANDIDATES = [
+    os.environ.get("PERDURA_TEST_DATABASE_URL", ""),
+    "postgres://postgres@127.0.0.1:5432/postgres",
+    "postgres://perdura:perdura@127.0.0.1:5432/postgres",
+]
+
+
+def _admin_url() -> str:
+    for url in filter(None, _CANDIDATES):
+        try:
+            with psycopg.connect(url, connect_timeout=3):
+                return url
+        except psycopg.Error:
+            continue
+    raise RuntimeError(
+        "no reachable Postgres for the tests: run `make services` or set PERDURA_TEST_DATABASE_URL"
+    )
+
+
+DATABASES = {
+    "default": {
+        **dj_database_url.parse(_admin_url().rpartition("/")[0] + "/perdura_pytest"),
+        "TEST": {"NAME": f"test_perdura_pytest_{os.getpid()}"},
+    }
+}
+os.environ.setdefault("PERDURA_MASTER_KEY", base64.b64encode(os.urandom(32)).decode())

@@ -1,0 +1,53 @@
+"""Workflow and activities for crash tests: every activity execution is appended to a log file."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
+
+
+def _record(log: str, name: str) -> None:
+    with Path(log).open("a") as f:
+        f.write(f"{name} {activity.info().attempt}\n")
+
+
+@activity.defn
+async def record(log: str, name: str) -> str:
+    _record(log, name)
+    return name
+
+
+@activity.defn
+async def record_slow_first(log: str, name: str) -> str:
+    """Runs 'forever' on attempt 1, so the test can kill the worker while it runs."""
+    _record(log, name)
+    if activity.info().attempt == 1:
+        await asyncio.sleep(60)
+    return name
+
+
+@workflow.defn
+class CrashWorkflow:
+    def __init__(self) -> None:
+        self.signals: list[str] = []
+
+    @workflow.signal
+    def add(self, value: str) -> None:
+        self.signals.append(value)
+
+    @workflow.run
+    async def run(self, log: str, signals: int) -> list[str]:
+        options = {
+            "start_to_close_timeout": timedelta(seconds=3),
+            "retry_policy": RetryPolicy(initial_interval=timedelta(milliseconds=100)),
+        }
+        done = [await workflow.execute_activity(record, args=[log, "a"], **options)]
+        done.append(await workflow.execute_activity(record_slow_first, args=[log, "b"], **options))
+        await workflow.wait_condition(lambda: len(self.signals) >= signals)
+        await workflow.sleep(1)
+        done.append(await workflow.execute_activity(record, args=[log, "c"], **options))
+        return done + self.signals
