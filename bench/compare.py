@@ -1,15 +1,17 @@
 """Side-by-side comparison of Temporal-API servers, measured in one invocation.
 
 Runs each scenario of ``bench/throughput.py`` against each address in turn (A then B, scenario by
-scenario, each with its own fresh worker and task queue) and prints, per scenario, throughput and start /
-end-to-end latency for every address plus the ratio B/A. Throughput ratios above 1 mean B is faster;
-latency ratios above 1 mean B is slower. Because both servers are measured by the same process on the
-same machine minutes apart, the ratios are more meaningful than absolute figures from separate runs.
+scenario, each with its own fresh worker and task queue; with ``--rounds`` repeated in alternating order)
+and prints, per scenario, throughput and start / end-to-end latency for every address plus the ratio
+B/A (medians over the rounds). Throughput ratios above 1 mean B is faster; latency ratios above 1 mean B
+is slower. Because both servers are measured by the same process on the same machine minutes apart, the
+ratios are more meaningful than absolute figures from separate runs.
 
 Usage::
 
     python bench/compare.py --addresses 127.0.0.1:7233,127.0.0.1:7320 \\
-        --scenarios one_activity,ten_activities [--workflows 200] [--concurrency 50] [--json out.json]
+        --scenarios one_activity,ten_activities [--rounds 1] [--workflows 200] [--concurrency 50] \\
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 from collections.abc import Callable
 
@@ -51,16 +54,21 @@ def _letter(index: int) -> str:
 
 
 def format_table(
-    addresses: list[str], results: dict[tuple[str, int], BenchResult], scenarios: list[str]
+    addresses: list[str], results: dict[tuple[str, int], list[BenchResult]], scenarios: list[str]
 ) -> str:
-    """One row per (scenario, metric): the value for each address, then X/A for every address X after A."""
+    """One row per (scenario, metric): the value for each address, then X/A for every address X after A.
+
+    With several rounds, each value is the median over the rounds.
+    """
     labels = [f"{_letter(i)} {addr}" for i, addr in enumerate(addresses)]
     ratio_headers = [f"{_letter(i)}/A" for i in range(1, len(addresses))]
     header = ["scenario", "metric", *labels, *ratio_headers]
     rows: list[list[str]] = []
     for scenario in scenarios:
         for name, get in METRICS:
-            values = [get(results[(scenario, i)]) for i in range(len(addresses))]
+            values = [
+                statistics.median(get(r) for r in results[(scenario, i)]) for i in range(len(addresses))
+            ]
             cells = [f"{v:.0f}" if name == "errors" else f"{v:.2f}" for v in values]
             ratios = [_ratio(values[0], v) for v in values[1:]]
             rows.append([scenario, name, *cells, *ratios])
@@ -85,24 +93,38 @@ def format_table(
 
 async def _compare(
     args: argparse.Namespace, addresses: list[str], scenarios: list[str]
-) -> dict[tuple[str, int], BenchResult]:
-    """Results keyed by (scenario, address index): the same address may be listed twice."""
-    results: dict[tuple[str, int], BenchResult] = {}
+) -> dict[tuple[str, int], list[BenchResult]]:
+    """Results keyed by (scenario, address index), one per round: the same address may be listed twice.
+
+    Odd rounds run the addresses in reverse order (A B, B A, A B, ...), so that a server drifting during
+    the run (warming up, or slowing down as its store fills) does not always favour the same side.
+    """
+    results: dict[tuple[str, int], list[BenchResult]] = {}
     for scenario in scenarios:
-        for index, address in enumerate(addresses):
-            print(f"running {scenario} against {_letter(index)} {address} ...", file=sys.stderr, flush=True)
-            results[(scenario, index)] = await run_benchmark(
-                address=address,
-                scenario=scenario,
-                namespace=args.namespace,
-                workflows=args.workflows,
-                concurrency=args.concurrency,
-                warmup=args.warmup,
-                api_key=args.api_key,
-                tls=args.tls,
-                timeout_s=args.timeout,
-                eager_activities=args.eager_activities,
-            )
+        for round_no in range(args.rounds):
+            order = list(enumerate(addresses))
+            if round_no % 2:
+                order.reverse()
+            for index, address in order:
+                print(
+                    f"running {scenario} round {round_no + 1}/{args.rounds} against {_letter(index)} {address}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                results.setdefault((scenario, index), []).append(
+                    await run_benchmark(
+                        address=address,
+                        scenario=scenario,
+                        namespace=args.namespace,
+                        workflows=args.workflows,
+                        concurrency=args.concurrency,
+                        warmup=args.warmup,
+                        api_key=args.api_key,
+                        tls=args.tls,
+                        timeout_s=args.timeout,
+                        eager_activities=args.eager_activities,
+                    )
+                )
     return results
 
 
@@ -114,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         default="one_activity,ten_activities",
         help=f"comma-separated, from {','.join(SCENARIOS)}",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="repeat, alternating the order; report medians (default 1)"
+    )
     parser.add_argument("--json", dest="json_path", default=None, help="also write every result here")
     add_connection_arguments(parser)
     args = parser.parse_args(argv)
@@ -122,23 +147,35 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     if len(addresses) < 2:
         parser.error("--addresses needs at least two addresses (they may be identical)")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown or not scenarios:
         parser.error(f"unknown scenarios {unknown}; choose from {', '.join(SCENARIOS)}")
 
     results = asyncio.run(_compare(args, addresses, scenarios))
-    print(f"workflows {args.workflows}, concurrency {args.concurrency}, warm-up {args.warmup}")
+    medians = " (medians)" if args.rounds > 1 else ""
+    print(
+        f"workflows {args.workflows}, concurrency {args.concurrency}, warm-up {args.warmup}, "
+        f"rounds {args.rounds}{medians}"
+    )
     print(format_table(addresses, results, scenarios))
     if args.json_path:
         payload = {
             "addresses": addresses,
             "scenarios": scenarios,
-            "results": [results[(s, i)].to_json() for s in scenarios for i in range(len(addresses))],
+            "rounds": args.rounds,
+            "results": [
+                {"address_index": i, "round": n + 1, **result.to_json()}
+                for s in scenarios
+                for i in range(len(addresses))
+                for n, result in enumerate(results[(s, i)])
+            ],
         }
         with open(args.json_path, "w", encoding="utf-8") as fh:
             json.dump(payload, fh, indent=2)
             fh.write("\n")
-    return 1 if any(r.errors for r in results.values()) else 0
+    return 1 if any(r.errors for runs in results.values() for r in runs) else 0
 
 
 if __name__ == "__main__":

@@ -10,15 +10,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from django.db import connection, transaction
 
 CHANNEL = "perdura_wakeups"
 
 
+_TASK_QUEUE_PREFIX = "tq/"
+
+
 def task_queue_key(namespace_id: object, kind: int, task_queue: str) -> str:
-    return f"tq/{namespace_id}/{kind}/{task_queue}"
+    return f"{_TASK_QUEUE_PREFIX}{namespace_id}/{kind}/{task_queue}"
 
 
 def run_key(execution_pk: int) -> str:
@@ -42,6 +45,10 @@ class Waiter:
     def _fire(self) -> None:
         self._loop.call_soon_threadsafe(self._event.set)
 
+    @property
+    def fired(self) -> bool:
+        return self._event.is_set()
+
     async def wait(self, timeout: float) -> bool:
         try:
             await asyncio.wait_for(self._event.wait(), timeout=max(timeout, 0))
@@ -63,50 +70,69 @@ class Waiter:
 
 
 class Hub:
+    """Waiters by key. Task-queue keys wake one waiter per new task; other keys wake everyone."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: dict[str, set[Waiter]] = defaultdict(set)
-        self._listeners: list[object] = []
+        self._waiters: dict[str, list[Waiter]] = defaultdict(list)
+        self._listeners: list[Callable[[Mapping[str, int]], object]] = []
 
     def waiter(self, *keys: str) -> Waiter:
         w = Waiter(self, keys)
         with self._lock:
             for key in keys:
-                self._waiters[key].add(w)
+                self._waiters[key].append(w)
         return w
 
     def _remove(self, w: Waiter) -> None:
         with self._lock:
             for key in w._keys:
                 bucket = self._waiters.get(key)
-                if bucket is not None:
-                    bucket.discard(w)
+                if bucket is not None and w in bucket:
+                    bucket.remove(w)
                     if not bucket:
                         del self._waiters[key]
+        if w.fired:
+            # It was woken for a task but is leaving (it got work elsewhere, or its caller went away):
+            # pass the wake-up on so the task is not left waiting for a re-check.
+            self.publish({key: 1 for key in w._keys if key.startswith(_TASK_QUEUE_PREFIX)}, relay=False)
 
-    def publish(self, keys: Iterable[str]) -> None:
-        """Wake everything waiting on any of `keys`. Safe from any thread."""
+    def publish(self, keys: Mapping[str, int] | Iterable[str], *, relay: bool = True) -> None:
+        """Wake waiters on `keys` (key -> number of new items). Safe from any thread."""
+        counts = keys if isinstance(keys, Mapping) else dict.fromkeys(keys, 1)
+        woken: list[Waiter] = []
         with self._lock:
-            woken = {w for key in keys for w in self._waiters.get(key, ())}
+            for key, count in counts.items():
+                bucket = self._waiters.get(key, ())
+                if key.startswith(_TASK_QUEUE_PREFIX):
+                    woken.extend([w for w in bucket if not w.fired][:count])
+                else:
+                    woken.extend(bucket)
         for w in woken:
             w._fire()
-        for listener in self._listeners:
-            listener(keys)  # type: ignore[operator]
+        if relay:
+            for listener in self._listeners:
+                listener(counts)
 
-    def subscribe(self, callback: object) -> None:
-        """Also call `callback(keys)` on every publish (used by the in-process timer loop)."""
+    def subscribe(self, callback: Callable[[Mapping[str, int]], object]) -> None:
+        """Also call `callback(counts)` on every publish (used by the in-process timer loop)."""
         self._listeners.append(callback)
 
 
 hub = Hub()
 
 
-def publish_on_commit(keys: set[str]) -> None:
+def publish_on_commit(keys: Mapping[str, int]) -> None:
     """Announce `keys` once the current transaction commits (and over NOTIFY to other processes)."""
     if not keys:
         return
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            for key in keys:
-                cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, key])
+            for key, count in keys.items():
+                cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, f"{key}|{count}"])
     transaction.on_commit(lambda: hub.publish(keys))
+
+
+def parse_payload(payload: str) -> dict[str, int]:
+    key, _, count = payload.rpartition("|")
+    return {key: int(count)} if key and count.isdigit() else {payload: 1}

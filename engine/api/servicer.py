@@ -335,12 +335,6 @@ class WorkflowService(wss.WorkflowServiceServicer):
     async def PollWorkflowTaskQueue(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
         validation.require_task_queue(request.task_queue.name)
-        if request.task_queue.kind == TaskQueueKind.TASK_QUEUE_KIND_STICKY:
-            # Tasks always go to the normal queue for now: a sticky poll just waits out its time.
-            await asyncio.sleep(
-                max(_deadline(context, LONG_POLL_SECONDS) - asyncio.get_running_loop().time(), 0)
-            )
-            return rr.PollWorkflowTaskQueueResponse()
         request_id = str(uuid.uuid4())
         started = await _long_poll(
             context,
@@ -356,51 +350,40 @@ class WorkflowService(wss.WorkflowServiceServicer):
         )
         if started is None:
             return rr.PollWorkflowTaskQueueResponse()
-        events = await dbthreads.run(
-            lambda: list(store.history_events(started.execution, last_event_id=started.last_stored_event_id))
-        )
-        events.extend(started.transient_events)
-        execution = started.execution
-        token = tokens.TaskToken(
-            namespace_id=str(namespace.id),
-            workflow_id=execution.workflow_id,
-            run_id=execution.run_id,
-            scheduled_event_id=started.scheduled_event_id,
-            attempt=started.attempt,
-            started_event_id=started.started_event_id,
-        )
-        return rr.PollWorkflowTaskQueueResponse(
-            task_token=tokens.encode(token),
-            workflow_execution=WorkflowExecution(workflow_id=execution.workflow_id, run_id=execution.run_id),
-            workflow_type=WorkflowType(name=started.workflow_type),
-            previous_started_event_id=started.previous_started_event_id,
-            started_event_id=started.started_event_id,
-            attempt=started.attempt,
-            history=History(events=events),
-            workflow_execution_task_queue=TaskQueue(
-                name=started.task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL
-            ),
-            scheduled_time=ts(started.scheduled_time),
-            started_time=ts(started.started_time),
-        )
+        return await _workflow_task_response(namespace, started)
 
     @rpc
     async def RespondWorkflowTaskCompleted(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
         token = _token(namespace, request.task_token)
         for command in request.commands:
-            attrs = (
-                getattr(command, command.WhichOneof("attributes"))
-                if command.WhichOneof("attributes")
-                else None
-            )
+            which = command.WhichOneof("attributes")
+            attrs = getattr(command, which) if which else None
             for field in ("input", "result", "details"):
                 if attrs is not None and field in attrs.DESCRIPTOR.fields_by_name and attrs.HasField(field):
                     validation.blob_size(getattr(attrs, field), field)
-        await dbthreads.run(
+        result = await dbthreads.run(
             workflow_tasks.workflow_task_complete, namespace=namespace, token=token, request=request
         )
-        return rr.RespondWorkflowTaskCompletedResponse()
+        response = rr.RespondWorkflowTaskCompletedResponse(
+            activity_tasks=[_activity_task_response(namespace, a) for a in result.activities]
+        )
+        if result.workflow_task is not None:
+            response.workflow_task.CopyFrom(await _workflow_task_response(namespace, result.workflow_task))
+        return response
+
+    @rpc
+    async def ResetStickyTaskQueue(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_id(request.execution.workflow_id, "WorkflowId")
+        validation.run_id(request.execution.run_id)
+        await dbthreads.run(
+            workflow_tasks.sticky_reset,
+            namespace=namespace,
+            workflow_id=request.execution.workflow_id,
+            run_id=request.execution.run_id,
+        )
+        return rr.ResetStickyTaskQueueResponse()
 
     @rpc
     async def RespondWorkflowTaskFailed(self, request, context):  # noqa: N802
@@ -438,36 +421,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
         )
         if started is None:
             return rr.PollActivityTaskQueueResponse()
-        execution = started.execution
-        scheduled = started.scheduled
-        token = tokens.TaskToken(
-            namespace_id=str(namespace.id),
-            workflow_id=execution.workflow_id,
-            run_id=execution.run_id,
-            scheduled_event_id=started.scheduled_event_id,
-            attempt=started.attempt,
-            activity_id=scheduled.activity_id,
-        )
-        return rr.PollActivityTaskQueueResponse(
-            task_token=tokens.encode(token),
-            workflow_namespace=namespace.name,
-            workflow_type=WorkflowType(name=started.workflow_type),
-            workflow_execution=WorkflowExecution(workflow_id=execution.workflow_id, run_id=execution.run_id),
-            activity_type=scheduled.activity_type,
-            activity_id=scheduled.activity_id,
-            header=scheduled.header,
-            input=scheduled.input if scheduled.HasField("input") else None,
-            heartbeat_details=started.heartbeat_details,
-            scheduled_time=ts(started.scheduled_time),
-            current_attempt_scheduled_time=ts(started.attempt_scheduled_time),
-            started_time=ts(started.started_time),
-            attempt=started.attempt,
-            schedule_to_close_timeout=scheduled.schedule_to_close_timeout,
-            start_to_close_timeout=scheduled.start_to_close_timeout,
-            heartbeat_timeout=scheduled.heartbeat_timeout,
-            retry_policy=scheduled.retry_policy,
-            priority=scheduled.priority if scheduled.HasField("priority") else None,
-        )
+        return _activity_task_response(namespace, started)
 
     @rpc
     async def RecordActivityTaskHeartbeat(self, request, context):  # noqa: N802
@@ -532,7 +486,13 @@ class WorkflowService(wss.WorkflowServiceServicer):
 
     @rpc
     async def ShutdownWorker(self, request, context):  # noqa: N802
-        await _namespace(request.namespace)
+        namespace = await _namespace(request.namespace)
+        if request.sticky_task_queue:
+            await dbthreads.run(
+                workflow_tasks.sticky_queue_shutdown,
+                namespace=namespace,
+                sticky_queue=request.sticky_task_queue,
+            )
         return rr.ShutdownWorkerResponse()
 
 
@@ -550,6 +510,79 @@ async def _wait_for_history(context, execution, first_event_id: int, close_only:
             await waiter.wait(min(remaining, QUEUE_RECHECK_SECONDS))
             waiter.rearm()
             execution = await dbthreads.run(reads.reload, execution)
+
+
+async def _workflow_task_response(
+    namespace: Namespace, started: workflow_tasks.StartedWorkflowTask
+) -> rr.PollWorkflowTaskQueueResponse:
+    events = await dbthreads.run(
+        lambda: list(
+            store.history_events(
+                started.execution,
+                first_event_id=started.first_event_id,
+                last_event_id=started.last_stored_event_id,
+            )
+        )
+    )
+    events.extend(started.transient_events)
+    execution = started.execution
+    token = tokens.TaskToken(
+        namespace_id=str(namespace.id),
+        workflow_id=execution.workflow_id,
+        run_id=execution.run_id,
+        scheduled_event_id=started.scheduled_event_id,
+        attempt=started.attempt,
+        started_event_id=started.started_event_id,
+    )
+    return rr.PollWorkflowTaskQueueResponse(
+        task_token=tokens.encode(token),
+        workflow_execution=WorkflowExecution(workflow_id=execution.workflow_id, run_id=execution.run_id),
+        workflow_type=WorkflowType(name=started.workflow_type),
+        previous_started_event_id=started.previous_started_event_id,
+        started_event_id=started.started_event_id,
+        attempt=started.attempt,
+        history=History(events=events),
+        workflow_execution_task_queue=TaskQueue(
+            name=started.task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL
+        ),
+        scheduled_time=ts(started.scheduled_time),
+        started_time=ts(started.started_time),
+    )
+
+
+def _activity_task_response(
+    namespace: Namespace, started: activity_tasks.StartedActivityTask
+) -> rr.PollActivityTaskQueueResponse:
+    execution = started.execution
+    scheduled = started.scheduled
+    token = tokens.TaskToken(
+        namespace_id=str(namespace.id),
+        workflow_id=execution.workflow_id,
+        run_id=execution.run_id,
+        scheduled_event_id=started.scheduled_event_id,
+        attempt=started.attempt,
+        activity_id=scheduled.activity_id,
+    )
+    return rr.PollActivityTaskQueueResponse(
+        task_token=tokens.encode(token),
+        workflow_namespace=namespace.name,
+        workflow_type=WorkflowType(name=started.workflow_type),
+        workflow_execution=WorkflowExecution(workflow_id=execution.workflow_id, run_id=execution.run_id),
+        activity_type=scheduled.activity_type,
+        activity_id=scheduled.activity_id,
+        header=scheduled.header,
+        input=scheduled.input if scheduled.HasField("input") else None,
+        heartbeat_details=started.heartbeat_details,
+        scheduled_time=ts(started.scheduled_time),
+        current_attempt_scheduled_time=ts(started.attempt_scheduled_time),
+        started_time=ts(started.started_time),
+        attempt=started.attempt,
+        schedule_to_close_timeout=scheduled.schedule_to_close_timeout,
+        start_to_close_timeout=scheduled.start_to_close_timeout,
+        heartbeat_timeout=scheduled.heartbeat_timeout,
+        retry_policy=scheduled.retry_policy,
+        priority=scheduled.priority if scheduled.HasField("priority") else None,
+    )
 
 
 def _describe_namespace(namespace: Namespace) -> rr.DescribeNamespaceResponse:

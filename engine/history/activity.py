@@ -76,7 +76,7 @@ def _normalized_timeouts(
     return s2c, s2s, st2c, hb
 
 
-def schedule(m: Mutation, *, completed_event_id: int, attrs: ScheduleActivityTaskCommandAttributes) -> None:
+def schedule(m: Mutation, *, completed_event_id: int, attrs: ScheduleActivityTaskCommandAttributes) -> int:
     """The ScheduleActivityTask command: validate, normalise, write ActivityTaskScheduled, queue the task."""
     state = m.state
     if not attrs.activity_id:
@@ -126,8 +126,11 @@ def schedule(m: Mutation, *, completed_event_id: int, attrs: ScheduleActivityTas
         heartbeat=hb,
         attempt_scheduled_time=m.now,
     )
-    m.task(TaskKind.ACTIVITY, task_queue, sid, 1)
+    if not attrs.request_eager_execution:
+        # Eager ones are started in this same transaction and handed to the worker (completion.complete).
+        m.task(TaskKind.ACTIVITY, task_queue, sid, 1)
     _arm_schedule_timers(m, state.activities[sid], first=True)
+    return sid
 
 
 def scheduled_attributes(info: ActivityInfo) -> ActivityTaskScheduledEventAttributes:
@@ -182,6 +185,7 @@ def start(
     info.started_time = m.now
     info.started_identity = identity
     info.started_request_id = request_id
+    m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, scheduled_event_id, attempt)  # this attempt's schedule-to-start
     m.timer(
         TimerKind.ACTIVITY_TIMEOUT,
         m.now + timedelta(seconds=info.start_to_close),
@@ -227,6 +231,7 @@ def _started_event(m: Mutation, info: ActivityInfo) -> int:
 
 def _close(m: Mutation, info: ActivityInfo) -> None:
     del m.state.activities[info.scheduled_event_id]
+    m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, info.scheduled_event_id)
     workflow_task.schedule(m)
 
 
@@ -268,6 +273,7 @@ def _retry(m: Mutation, info: ActivityInfo, failure: Failure) -> int:
     )
     if not decision.retry:
         return decision.retry_state
+    m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, info.scheduled_event_id, info.attempt)
     info.attempt += 1
     info.started_time = None
     info.last_worker_identity = info.started_identity
@@ -364,6 +370,7 @@ def request_cancel(m: Mutation, *, completed_event_id: int, scheduled_event_id: 
         )
     )
     del m.state.activities[scheduled_event_id]
+    m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, scheduled_event_id)
     return True
 
 

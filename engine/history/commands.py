@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from temporalio.api.command.v1 import Command
 from temporalio.api.enums.v1 import CommandType, WorkflowTaskFailedCause
@@ -29,6 +29,8 @@ _CLOSE_COMMANDS = {
 class Outcome:
     needs_workflow_task: bool = False
     """A command's effect must be seen by the workflow at once (an activity cancelled before it started)."""
+    eager_activities: list[int] = field(default_factory=list)
+    """Scheduled event ids of activities the worker asked to run itself (request_eager_execution)."""
 
 
 def apply_all(
@@ -57,9 +59,10 @@ def apply_all(
 def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str, outcome: Outcome) -> None:
     kind = command.command_type
     if kind == CommandType.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK:
-        activity.schedule(
-            m, completed_event_id=completed_event_id, attrs=command.schedule_activity_task_command_attributes
-        )
+        attrs = command.schedule_activity_task_command_attributes
+        scheduled_event_id = activity.schedule(m, completed_event_id=completed_event_id, attrs=attrs)
+        if attrs.request_eager_execution:
+            outcome.eager_activities.append(scheduled_event_id)
     elif kind == CommandType.COMMAND_TYPE_REQUEST_CANCEL_ACTIVITY_TASK:
         if activity.request_cancel(
             m,

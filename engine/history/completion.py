@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from uuid import uuid4
+
 from temporalio.api.history.v1 import WorkflowTaskCompletedEventAttributes
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
-from engine.history import commands, workflow_task
+from engine.history import activity, commands, workflow_task
 from engine.history.errors import StaleTask
-from engine.history.events import new_event
-from engine.history.mutation import Mutation
+from engine.history.events import new_event, seconds
+from engine.history.mutation import Mutation, TaskKind, TimerKind
+from engine.history.state import ActivityInfo, WorkflowTaskInfo
+
+DEFAULT_STICKY_TIMEOUT = 10.0
+
+
+@dataclass(slots=True)
+class Completed:
+    """Work handed back in the completion response: eagerly started activities and the next workflow task."""
+
+    activities: list[ActivityInfo] = field(default_factory=list)
+    workflow_task: WorkflowTaskInfo | None = None
 
 
 def complete(
@@ -17,8 +31,8 @@ def complete(
     scheduled_event_id: int,
     started_event_id: int,
     request: RespondWorkflowTaskCompletedRequest,
-) -> None:
-    """Apply a completed workflow task and its commands.
+) -> Completed:
+    """Apply a completed workflow task and its commands; returns what is handed back to the worker at once.
 
     Raises:
         StaleTask: the token does not name the run's started workflow task.
@@ -50,8 +64,45 @@ def complete(
     state.workflow_task = None
     state.wft_attempt = 1
     state.last_completed_wft_started_event_id = wft.started_event_id
+    m.drop_timers(TimerKind.WORKFLOW_TASK_TIMEOUT, wft.scheduled_event_id)
+    sticky = request.sticky_attributes if request.HasField("sticky_attributes") else None
+    if sticky is not None and sticky.worker_task_queue.name:
+        state.sticky_queue = sticky.worker_task_queue.name
+        state.sticky_timeout = seconds(sticky.schedule_to_start_timeout) or DEFAULT_STICKY_TIMEOUT
+    else:
+        state.sticky_queue = ""
+        state.sticky_timeout = 0.0
     outcome = commands.apply_all(m, completed_event_id=completed.event_id, request=request)
+    result = Completed()
+    for scheduled_event_id in outcome.eager_activities:
+        info = state.activities.get(scheduled_event_id)
+        if not state.running or info is None:
+            continue
+        if info.cancel_requested:
+            m.task(TaskKind.ACTIVITY, info.task_queue, scheduled_event_id, info.attempt)
+            continue
+        activity.start(
+            m,
+            scheduled_event_id=scheduled_event_id,
+            attempt=1,
+            identity=request.identity,
+            request_id=str(uuid4()),
+        )
+        result.activities.append(info)
     if state.running and (
         request.force_create_new_workflow_task or outcome.needs_workflow_task or state.buffered
     ):
         workflow_task.schedule(m)
+        new = state.workflow_task
+        if request.return_new_workflow_task and new is not None:
+            # Handed straight back to the worker that is still holding the run, as Temporal does.
+            m.drop_task(TaskKind.WORKFLOW, new.scheduled_event_id)
+            m.drop_timers(TimerKind.WORKFLOW_TASK_SCHEDULE_TO_START, new.scheduled_event_id)
+            result.workflow_task = workflow_task.start(
+                m,
+                scheduled_event_id=new.scheduled_event_id,
+                attempt=new.attempt,
+                request_id="request-from-RespondWorkflowTaskCompleted",
+                identity=request.identity,
+            )
+    return result

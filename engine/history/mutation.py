@@ -22,6 +22,7 @@ class TimerKind(enum.IntEnum):
     WORKFLOW_TASK_TIMEOUT = 2
     ACTIVITY_TIMEOUT = 3
     WORKFLOW_RUN_TIMEOUT = 4
+    WORKFLOW_TASK_SCHEDULE_TO_START = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,18 @@ class NewTask:
     scheduled_event_id: int
     attempt: int
     visible_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeadTimer:
+    """Timer rows that no longer matter (their task or activity was resolved): deleted with the change.
+
+    `attempt` None means every attempt. Leaving them would only cost a no-op fire later.
+    """
+
+    kind: TimerKind
+    event_id: int
+    attempt: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,7 @@ class Mutation:
     events: list[HistoryEvent] = field(default_factory=list)
     tasks: list[NewTask] = field(default_factory=list)
     timers: list[NewTimer] = field(default_factory=list)
+    dead_timers: list[DeadTimer] = field(default_factory=list)
     closed: bool = False
     """True when this mutation closed the run (its pending task and timer rows can go)."""
 
@@ -143,3 +157,12 @@ class Mutation:
         self, kind: TimerKind, fire_at: datetime, event_id: int = 0, attempt: int = 0, detail: int = 0
     ) -> None:
         self.timers.append(NewTimer(kind, fire_at, event_id, attempt, detail))
+
+    def drop_timers(self, kind: TimerKind, event_id: int, attempt: int | None = None) -> None:
+        self.dead_timers.append(DeadTimer(kind, event_id, attempt))
+
+    def drop_task(self, kind: TaskKind, scheduled_event_id: int) -> None:
+        """Forget a task row this mutation was about to create (it is being handed out directly)."""
+        self.tasks = [
+            t for t in self.tasks if not (t.kind == kind and t.scheduled_event_id == scheduled_event_id)
+        ]

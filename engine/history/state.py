@@ -87,6 +87,10 @@ class MutableState(msgspec.Struct, kw_only=True):
     workflow_task: WorkflowTaskInfo | None = None
     wft_attempt: int = 1
     """The attempt the next workflow task will have (above 1 after failures and timeouts)."""
+    sticky_queue: str = ""
+    """The worker's own queue, once it asked for stickiness: workflow tasks go there with only new events."""
+    sticky_timeout: float = 0.0
+    """How long a task may wait on the sticky queue before it falls back to the normal queue."""
     activities: dict[int, ActivityInfo] = msgspec.field(default_factory=dict)
     timers: dict[str, TimerInfo] = msgspec.field(default_factory=dict)
     buffered: list[bytes] = msgspec.field(default_factory=list)

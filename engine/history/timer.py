@@ -72,6 +72,7 @@ def cancel(
         )
     )
     del m.state.timers[attrs.timer_id]
+    m.drop_timers(TimerKind.USER_TIMER, info.started_event_id)
 
 
 def fire(m: Mutation, *, started_event_id: int) -> None:

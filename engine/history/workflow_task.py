@@ -34,12 +34,16 @@ def start_to_close_timeout(default: float, attempt: int) -> float:
     return default + min(backoff, _RETRY_MAX_INTERVAL)
 
 
+def _task_queue(state: MutableState, name: str) -> TaskQueue:
+    if name != state.task_queue:
+        return TaskQueue(name=name, kind=TaskQueueKind.TASK_QUEUE_KIND_STICKY, normal_name=state.task_queue)
+    return TaskQueue(name=name, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL)
+
+
 def _scheduled_event(state: MutableState, wft: WorkflowTaskInfo) -> HistoryEvent:
     return new_event(
         WorkflowTaskScheduledEventAttributes(
-            task_queue=TaskQueue(
-                name=wft.task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL, normal_name=""
-            ),
+            task_queue=_task_queue(state, wft.task_queue),
             start_to_close_timeout=duration(wft.timeout),
             attempt=wft.attempt,
         )
@@ -68,7 +72,7 @@ def schedule(m: Mutation) -> None:
     wft = WorkflowTaskInfo(
         scheduled_event_id=state.next_event_id,
         attempt=attempt,
-        task_queue=state.task_queue,
+        task_queue=state.sticky_queue or state.task_queue,
         timeout=start_to_close_timeout(state.workflow_task_timeout, attempt),
         scheduled_time=m.now,
     )
@@ -77,6 +81,57 @@ def schedule(m: Mutation) -> None:
     # else: a transient task; its events get ids only when it completes.
     state.workflow_task = wft
     m.task(TaskKind.WORKFLOW, wft.task_queue, wft.scheduled_event_id, attempt)
+    if state.sticky_queue:
+        # Nobody may be polling the sticky queue any more (the worker died): fall back after a while.
+        m.timer(
+            TimerKind.WORKFLOW_TASK_SCHEDULE_TO_START,
+            m.now + timedelta(seconds=state.sticky_timeout),
+            event_id=wft.scheduled_event_id,
+            attempt=attempt,
+        )
+
+
+def _clear_sticky(m: Mutation) -> bool:
+    """Drop stickiness (after a failure, a timeout, or the worker going away); True if it was set."""
+    if not m.state.sticky_queue:
+        return False
+    m.state.sticky_queue = ""
+    m.state.sticky_timeout = 0.0
+    return True
+
+
+def unstick(m: Mutation) -> None:
+    """The sticky worker is gone: move a pending, unstarted task to the normal queue, no event written."""
+    state = m.state
+    wft = state.workflow_task
+    _clear_sticky(m)
+    if state.running and wft is not None and not wft.started_event_id and wft.task_queue != state.task_queue:
+        wft.task_queue = state.task_queue
+        m.drop_timers(TimerKind.WORKFLOW_TASK_SCHEDULE_TO_START, wft.scheduled_event_id)
+        m.task(TaskKind.WORKFLOW, wft.task_queue, wft.scheduled_event_id, wft.attempt)
+
+
+def schedule_to_start_timeout(m: Mutation, *, scheduled_event_id: int, attempt: int) -> None:
+    """A task waited too long on a sticky queue: time it out and schedule it on the normal queue."""
+    state = m.state
+    if not state.running:
+        raise StaleTask("run closed")
+    wft = _pending(state, scheduled_event_id, attempt)
+    if wft.started_event_id or wft.task_queue == state.task_queue:
+        raise StaleTask("workflow task started or no longer sticky")
+    m.add(
+        new_event(
+            WorkflowTaskTimedOutEventAttributes(
+                scheduled_event_id=wft.scheduled_event_id,
+                started_event_id=0,
+                timeout_type=TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START,
+            )
+        )
+    )
+    state.workflow_task = None
+    _clear_sticky(m)
+    state.wft_attempt = 1
+    schedule(m)
 
 
 def _pending(state: MutableState, scheduled_event_id: int, attempt: int | None = None) -> WorkflowTaskInfo:
@@ -91,15 +146,25 @@ def _pending(state: MutableState, scheduled_event_id: int, attempt: int | None =
 
 
 def start(
-    m: Mutation, *, scheduled_event_id: int, attempt: int, request_id: str, identity: str
+    m: Mutation,
+    *,
+    scheduled_event_id: int,
+    attempt: int,
+    request_id: str,
+    identity: str,
+    task_queue: str | None = None,
 ) -> WorkflowTaskInfo:
-    """A poller took the task: record it started and arm its start-to-close timeout."""
+    """A poller took the task (from `task_queue`): record it started and arm its start-to-close timeout."""
     state = m.state
     if not state.running:
         raise StaleTask("workflow task not found")
     wft = _pending(state, scheduled_event_id, attempt)
     if wft.started_event_id:
         raise StaleTask("workflow task already started")
+    if task_queue is not None and task_queue != wft.task_queue:
+        raise StaleTask("workflow task moved to another queue")
+    if wft.task_queue != state.task_queue:
+        m.drop_timers(TimerKind.WORKFLOW_TASK_SCHEDULE_TO_START, wft.scheduled_event_id)
     wft.request_id = request_id
     wft.identity = identity
     if wft.attempt > 1 and wft.scheduled_event_id != state.next_event_id:
@@ -196,8 +261,10 @@ def _fail(
             )
         )
     state.workflow_task = None
+    m.drop_timers(TimerKind.WORKFLOW_TASK_TIMEOUT, wft.scheduled_event_id)
+    # A failure on a sticky queue first retries on the normal queue, at the same attempt (Temporal's rule).
     # An unhandled-command failure always has buffered events, so the next schedule() resets this to 1.
-    state.wft_attempt = wft.attempt + 1
+    state.wft_attempt = wft.attempt if _clear_sticky(m) else wft.attempt + 1
 
 
 def fail_for_close(m: Mutation) -> None:
@@ -233,5 +300,5 @@ def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int) -> None:
             )
         )
     state.workflow_task = None
-    state.wft_attempt = wft.attempt + 1
+    state.wft_attempt = wft.attempt if _clear_sticky(m) else wft.attempt + 1
     schedule(m)

@@ -109,7 +109,13 @@ def _delete_pending(execution: Execution) -> None:
 
 
 def _persist_derived(execution: Execution, m: Mutation) -> None:
-    keys: set[str] = set()
+    keys: dict[str, int] = {}
+    if m.dead_timers and not m.closed:
+        for dead in m.dead_timers:
+            rows = Timer.objects.filter(execution=execution, kind=int(dead.kind), event_id=dead.event_id)
+            if dead.attempt is not None:
+                rows = rows.filter(attempt=dead.attempt)
+            rows._raw_delete(rows.db)
     if m.events:
         first = m.events[0].event_id
         blob = History(events=m.events).SerializeToString()
@@ -123,7 +129,7 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
                 encryption.history_aad(execution.namespace_id, execution.run_id, first),
             ),
         )
-        keys.add(notify.run_key(execution.pk))
+        keys[notify.run_key(execution.pk)] = 1
     if m.tasks and not m.closed:
         Task.objects.bulk_create(
             [
@@ -139,7 +145,9 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
                 for t in m.tasks
             ]
         )
-        keys.update(notify.task_queue_key(execution.namespace_id, int(t.kind), t.task_queue) for t in m.tasks)
+        for t in m.tasks:
+            key = notify.task_queue_key(execution.namespace_id, int(t.kind), t.task_queue)
+            keys[key] = keys.get(key, 0) + 1
     if m.timers and not m.closed:
         Timer.objects.bulk_create(
             [
@@ -155,7 +163,7 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
                 for t in m.timers
             ]
         )
-        keys.add(notify.TIMERS_KEY)
+        keys[notify.TIMERS_KEY] = 1
         wakeups.timers_created(execution.shard, min(t.fire_at for t in m.timers))
     notify.publish_on_commit(keys)
 

@@ -14,6 +14,7 @@ from engine.errors import NotFound
 from engine.history import activity
 from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TaskKind
+from engine.history.state import ActivityInfo
 from engine.matching import queue
 from engine.models import Execution, Task
 from engine.services.update import run_update
@@ -36,6 +37,22 @@ class StartedActivityTask:
     heartbeat_details: Payloads | None
 
 
+def started(execution: Execution, m: Mutation, info: ActivityInfo) -> StartedActivityTask:
+    """What the worker gets for a started attempt (by poll, or eagerly in a workflow task completion)."""
+    assert info.started_time is not None
+    return StartedActivityTask(
+        execution=execution,
+        workflow_type=m.state.workflow_type,
+        scheduled_event_id=info.scheduled_event_id,
+        attempt=info.attempt,
+        scheduled=activity.scheduled_attributes(info),
+        scheduled_time=info.scheduled_time,
+        attempt_scheduled_time=info.attempt_scheduled_time,
+        started_time=info.started_time,
+        heartbeat_details=Payloads.FromString(info.heartbeat_details) if info.heartbeat_details else None,
+    )
+
+
 def poll_once(
     *, namespace: Namespace, task_queue: str, identity: str, request_id: str
 ) -> StartedActivityTask | None:
@@ -47,18 +64,7 @@ def poll_once(
             identity=identity,
             request_id=request_id,
         )
-        assert info.started_time is not None
-        return StartedActivityTask(
-            execution=execution,
-            workflow_type=m.state.workflow_type,
-            scheduled_event_id=info.scheduled_event_id,
-            attempt=info.attempt,
-            scheduled=activity.scheduled_attributes(info),
-            scheduled_time=info.scheduled_time,
-            attempt_scheduled_time=info.attempt_scheduled_time,
-            started_time=info.started_time,
-            heartbeat_details=Payloads.FromString(info.heartbeat_details) if info.heartbeat_details else None,
-        )
+        return started(execution, m, info)
 
     return queue.claim(namespace.id, TaskKind.ACTIVITY, task_queue, start)
 

@@ -14,9 +14,11 @@ from engine.errors import InvalidArgument, NotFound
 from engine.history import completion, workflow_task
 from engine.history.errors import CommandFailure, StaleTask
 from engine.history.mutation import Mutation, TaskKind
+from engine.history.state import WorkflowTaskInfo
 from engine.matching import queue
 from engine.models import Execution, Task
-from engine.services.update import run_update
+from engine.services import activity_tasks
+from engine.services.update import run_update, update_execution
 from engine.tokens import TaskToken
 from tenants.models import Namespace
 
@@ -38,6 +40,30 @@ class StartedWorkflowTask:
     started_time: datetime
     last_stored_event_id: int
     transient_events: list[HistoryEvent]
+    first_event_id: int = 1
+    """Where the history sent to the worker starts: after the last completed task for a sticky worker."""
+
+
+def _started(
+    execution: Execution, m: Mutation, wft: WorkflowTaskInfo, *, sticky: bool
+) -> StartedWorkflowTask:
+    state = m.state
+    assert wft.started_time is not None
+    previous = state.last_completed_wft_started_event_id
+    return StartedWorkflowTask(
+        execution=execution,
+        workflow_type=state.workflow_type,
+        task_queue=state.task_queue,
+        scheduled_event_id=wft.scheduled_event_id,
+        started_event_id=wft.started_event_id,
+        attempt=wft.attempt,
+        previous_started_event_id=previous,
+        scheduled_time=wft.scheduled_time,
+        started_time=wft.started_time,
+        last_stored_event_id=state.next_event_id - 1,
+        transient_events=workflow_task.transient_events(state),
+        first_event_id=previous + 1 if sticky and previous else 1,
+    )
 
 
 def poll_once(
@@ -50,28 +76,25 @@ def poll_once(
             attempt=task.attempt,
             request_id=request_id,
             identity=identity,
+            task_queue=task.task_queue,
         )
-        assert wft.started_time is not None
-        return StartedWorkflowTask(
-            execution=execution,
-            workflow_type=m.state.workflow_type,
-            task_queue=m.state.task_queue,
-            scheduled_event_id=wft.scheduled_event_id,
-            started_event_id=wft.started_event_id,
-            attempt=wft.attempt,
-            previous_started_event_id=m.state.last_completed_wft_started_event_id,
-            scheduled_time=wft.scheduled_time,
-            started_time=wft.started_time,
-            last_stored_event_id=m.state.next_event_id - 1,
-            transient_events=workflow_task.transient_events(m.state),
-        )
+        # A task taken from the worker's sticky queue goes to a worker that holds the run: new events only.
+        return _started(execution, m, wft, sticky=task.task_queue != m.state.task_queue)
 
     return queue.claim(namespace.id, TaskKind.WORKFLOW, task_queue, start)
 
 
+@dataclass(frozen=True, slots=True)
+class CompletionResult:
+    """Work handed straight back to the completing worker (eager activities, the next workflow task)."""
+
+    activities: list[activity_tasks.StartedActivityTask]
+    workflow_task: StartedWorkflowTask | None
+
+
 def workflow_task_complete(
     *, namespace: Namespace, token: TaskToken, request: RespondWorkflowTaskCompletedRequest
-) -> None:
+) -> CompletionResult:
     """Apply the completion; an invalid command fails the task instead (InvalidArgument to the worker).
 
     Raises:
@@ -79,16 +102,22 @@ def workflow_task_complete(
         InvalidArgument: a command was invalid; the task was failed with its cause.
     """
 
-    def apply(_e: Execution, m: Mutation) -> None:
-        completion.complete(
+    def apply(execution: Execution, m: Mutation) -> CompletionResult:
+        done = completion.complete(
             m,
             scheduled_event_id=token.scheduled_event_id,
             started_event_id=token.started_event_id,
             request=request,
         )
+        return CompletionResult(
+            activities=[activity_tasks.started(execution, m, info) for info in done.activities],
+            workflow_task=_started(execution, m, done.workflow_task, sticky=bool(m.state.sticky_queue))
+            if done.workflow_task is not None
+            else None,
+        )
 
     try:
-        _update(namespace, token, apply)
+        return _update(namespace, token, apply)
     except CommandFailure as error:
         failure = error
         _update(
@@ -137,8 +166,36 @@ def workflow_task_fail(
     )
 
 
-def _update(namespace: Namespace, token: TaskToken, apply) -> None:  # type: ignore[no-untyped-def]
+def _update(namespace: Namespace, token: TaskToken, apply):  # type: ignore[no-untyped-def]
     try:
-        run_update(namespace_id=namespace.id, workflow_id=token.workflow_id, run_id=token.run_id, apply=apply)
+        return run_update(
+            namespace_id=namespace.id, workflow_id=token.workflow_id, run_id=token.run_id, apply=apply
+        )
     except (StaleTask, NotFound):
         raise NotFound(TASK_NOT_FOUND) from None
+
+
+def sticky_reset(*, namespace: Namespace, workflow_id: str, run_id: str) -> None:
+    """ResetStickyTaskQueue: the next workflow task goes to the normal queue with the full history."""
+    run_update(
+        namespace_id=namespace.id,
+        workflow_id=workflow_id,
+        run_id=run_id,
+        apply=lambda _e, m: workflow_task.unstick(m),
+    )
+
+
+def sticky_queue_shutdown(*, namespace: Namespace, sticky_queue: str) -> int:
+    """A worker shut down: move the workflow tasks waiting on its sticky queue to their normal queues."""
+    pending = list(
+        Task.objects.filter(namespace_id=namespace.id, kind=TaskKind.WORKFLOW, task_queue=sticky_queue)
+        .values_list("execution_id", flat=True)
+        .distinct()
+    )
+    for execution_pk in pending:
+        try:
+            update_execution(execution_pk, lambda _e, m: workflow_task.unstick(m))
+        except Execution.DoesNotExist:
+            continue
+    Task.objects.filter(namespace_id=namespace.id, kind=TaskKind.WORKFLOW, task_queue=sticky_queue).delete()
+    return len(pending)

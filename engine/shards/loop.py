@@ -29,7 +29,7 @@ async def run_timer_loop(stop: asyncio.Event) -> None:
     """Until `stop` is set: fire due timers, then sleep until the next one (or a new one) is due."""
     loop = asyncio.get_running_loop()
     wake = asyncio.Event()
-    notify.hub.subscribe(lambda keys: notify.TIMERS_KEY in keys and loop.call_soon_threadsafe(wake.set))
+    notify.hub.subscribe(lambda counts: notify.TIMERS_KEY in counts and loop.call_soon_threadsafe(wake.set))
     owner = owner_name()
     while not stop.is_set():
         wake.clear()
