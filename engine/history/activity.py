@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from temporalio.api.command.v1 import ScheduleActivityTaskCommandAttributes
 from temporalio.api.common.v1 import Payloads
-from temporalio.api.enums.v1 import RetryState, TaskQueueKind, TimeoutType, WorkflowTaskFailedCause
+from temporalio.api.enums.v1 import EventType, RetryState, TaskQueueKind, TimeoutType, WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure, TimeoutFailureInfo
 from temporalio.api.history.v1 import (
     ActivityTaskCanceledEventAttributes,
@@ -19,6 +19,7 @@ from temporalio.api.history.v1 import (
 )
 from temporalio.api.taskqueue.v1 import TaskQueue
 
+from engine.errors import InvalidArgument
 from engine.history import retry, workflow_task
 from engine.history.errors import CommandFailure, RunClosed, StaleTask
 from engine.history.events import duration, new_event, seconds, string_payloads
@@ -37,6 +38,12 @@ RETRY_SCHEDULE_TO_CLOSE_MESSAGE = (
     "Not enough time to schedule next retry before activity ScheduleToClose timeout, giving up retrying"
 )
 MAX_ID_LENGTH = 1000
+_CLOSE_TYPES = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "activity_task_canceled_event_attributes",
+}
 SERVER_SOURCE = "Server"
 
 
@@ -63,6 +70,8 @@ def _normalized_timeouts(
         st2c = min(st2c, s2c) if st2c > 0 else s2c
     elif st2c > 0:
         s2c = run_timeout
+        if run_timeout > 0:
+            st2c = min(st2c, run_timeout)
         if s2s <= 0:
             s2s = s2c
         elif s2c > 0:
@@ -224,7 +233,8 @@ def _started_event(m: Mutation, info: ActivityInfo) -> int:
                 attempt=info.attempt,
                 last_failure=Failure.FromString(info.last_failure) if info.last_failure else None,
             )
-        )
+        ),
+        at=info.started_time,
     )
     return event.event_id if event is not None else 0
 
@@ -320,8 +330,12 @@ def fail(
 def canceled(
     m: Mutation, *, scheduled_event_id: int, attempt: int, details: Payloads | None, identity: str
 ) -> None:
-    """The worker confirmed cancellation of a started attempt."""
+    """The worker confirmed cancellation of a started attempt (only valid after the workflow asked for it)."""
     info = pending(m, scheduled_event_id, attempt)
+    if not info.cancel_requested:
+        raise InvalidArgument(
+            "unable to mark activity as canceled without activity being request canceled first"
+        )
     started_id = _started_event(m, info)
     m.add_external(
         new_event(
@@ -340,6 +354,25 @@ def canceled(
 def request_cancel(m: Mutation, *, completed_event_id: int, scheduled_event_id: int, identity: str) -> bool:
     """The RequestCancelActivityTask command. Returns True when the activity was cancelled at once."""
     info = m.state.activities.get(scheduled_event_id)
+    if info is None and any(
+        e.event_type in _CLOSE_TYPES
+        and getattr(e, _CLOSE_TYPES[e.event_type]).scheduled_event_id == scheduled_event_id
+        for e in m.buffered_events()
+    ):
+        # Its result arrived while this task ran: record the request; the buffered result follows it.
+        m.add(
+            new_event(
+                ActivityTaskCancelRequestedEventAttributes(
+                    scheduled_event_id=scheduled_event_id, workflow_task_completed_event_id=completed_event_id
+                )
+            )
+        )
+        return False
+    if info is not None and info.cancel_requested:
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES,
+            f"activity with scheduled event id {scheduled_event_id} is already cancel-requested",
+        )
     if info is None:
         raise CommandFailure(
             WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES,
@@ -414,9 +447,7 @@ def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int, timeout_type
         and timeout_type != TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START
     ):
         failure = Failure(
-            message=RETRY_SCHEDULE_TO_CLOSE_MESSAGE
-            if timeout_type != TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE
-            else failure.message,
+            message=RETRY_SCHEDULE_TO_CLOSE_MESSAGE,
             source=SERVER_SOURCE,
             timeout_failure_info=TimeoutFailureInfo(timeout_type=TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE),
         )

@@ -36,6 +36,11 @@ MAX_WORKFLOW_TASK_TIMEOUT = 120.0
 MAX_SIGNAL_REQUEST_IDS = 100
 
 
+def _round_ms(value: datetime) -> datetime:
+    micro = round(value.microsecond / 1000) * 1000
+    return value.replace(microsecond=0) + timedelta(microseconds=micro)
+
+
 def effective_timeouts(request: StartWorkflowExecutionRequest) -> tuple[float, float, float]:
     """(execution, run, task) timeouts in seconds as Temporal defaults and caps them; 0 means none."""
     execution = seconds(request.workflow_execution_timeout)
@@ -78,7 +83,9 @@ def start(
         workflow_task_timeout=task_timeout,
         run_timeout=run_timeout,
         execution_timeout=execution_timeout,
-        execution_expiration=now + timedelta(seconds=execution_timeout) if execution_timeout else None,
+        execution_expiration=_round_ms(now + timedelta(seconds=execution_timeout))
+        if execution_timeout
+        else None,
         run_expiration=now + timedelta(seconds=run_timeout) if run_timeout else None,
         start_request_id=request.request_id,
         memo=request.memo.SerializeToString() if request.HasField("memo") else b"",
@@ -200,7 +207,7 @@ def run_timeout(m: Mutation) -> None:
         raise StaleTask("run closed")
     if state.run_expiration is not None and state.run_expiration > m.now:
         raise StaleTask("run timeout not yet due")
-    m.flush_buffer()
+    workflow_task.fail_for_close(m)
     # Reaching the execution's own deadline is a timeout of the whole chain; a run timeout alone is not.
     expired = state.execution_expiration is not None and state.execution_expiration <= m.now
     retry_state = RetryState.RETRY_STATE_TIMEOUT if expired else RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -113,16 +114,28 @@ class Mutation:
         self.events.append(event)
         return event
 
-    def add_external(self, event: HistoryEvent) -> HistoryEvent | None:
+    def add_external(self, event: HistoryEvent, at: datetime | None = None) -> HistoryEvent | None:
         """Append an event from outside the workflow task, buffering it while one is in flight.
 
         Returns the event if written now, None if buffered.
         """
         if event.event_type in BUFFERED_TYPES and self.wft_in_flight():
-            event.event_time.FromDatetime(self.now)
+            event.event_time.FromDatetime(at or self.now)
             self.state.buffered.append(event.SerializeToString())
             return None
-        return self.add(event)
+        return self.add(event, at=at)
+
+    def take_buffered(self, match: Callable[[HistoryEvent], bool]) -> HistoryEvent | None:
+        """Remove and return the first buffered event `match` accepts (a fire superseded by a cancel)."""
+        for index, data in enumerate(self.state.buffered):
+            event = HistoryEvent.FromString(data)
+            if match(event):
+                del self.state.buffered[index]
+                return event
+        return None
+
+    def buffered_events(self) -> list[HistoryEvent]:
+        return [HistoryEvent.FromString(data) for data in self.state.buffered]
 
     def flush_buffer(self) -> bool:
         """Write the buffered events; True if there were any."""

@@ -34,6 +34,8 @@ def normalized(policy: RetryPolicy | None) -> RetryPolicy:
         result.CopyFrom(policy)
     initial = result.initial_interval.ToTimedelta().total_seconds()
     maximum = result.maximum_interval.ToTimedelta().total_seconds()
+    if result.maximum_attempts == 1:
+        return result  # one attempt never retries, so nothing else in the policy matters (Temporal's rule)
     if initial < 0:
         raise RetryPolicyError("RetryPolicy.initial_interval cannot be negative")
     if maximum < 0:
@@ -103,6 +105,7 @@ def decide(
         and failure.application_failure_info.HasField("next_retry_delay")
     ):
         interval = failure.application_failure_info.next_retry_delay.ToTimedelta().total_seconds()
+        maximum = interval  # the application's delay overrides the policy's maximum interval too
     else:
         initial = policy.initial_interval.ToTimedelta().total_seconds()
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio.api.command.v1 import CancelTimerCommandAttributes, StartTimerCommandAttributes
-from temporalio.api.enums.v1 import WorkflowTaskFailedCause
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.api.history.v1 import (
     TimerCanceledEventAttributes,
     TimerFiredEventAttributes,
@@ -27,7 +27,7 @@ def start(m: Mutation, *, completed_event_id: int, attrs: StartTimerCommandAttri
     if len(attrs.timer_id) > 1000:
         raise CommandFailure(_BAD_START, "TimerId exceeds length limit.")
     delay = seconds(attrs.start_to_fire_timeout)
-    if delay <= 0:
+    if delay < 0:
         raise CommandFailure(
             _BAD_START, f"An invalid StartToFireTimeout is set on StartTimerCommand: {delay}s."
         )
@@ -57,6 +57,25 @@ def cancel(
 ) -> None:
     info = m.state.timers.get(attrs.timer_id)
     if info is None:
+        # It fired while this task ran: the cancel wins and the buffered fire is dropped, as in Temporal.
+        fired = m.take_buffered(
+            lambda e: (
+                e.event_type == EventType.EVENT_TYPE_TIMER_FIRED
+                and e.timer_fired_event_attributes.timer_id == attrs.timer_id
+            )
+        )
+        if fired is not None:
+            m.add(
+                new_event(
+                    TimerCanceledEventAttributes(
+                        timer_id=attrs.timer_id,
+                        started_event_id=fired.timer_fired_event_attributes.started_event_id,
+                        workflow_task_completed_event_id=completed_event_id,
+                        identity=identity,
+                    )
+                )
+            )
+            return
         raise CommandFailure(
             WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_CANCEL_TIMER_ATTRIBUTES,
             f"invalid history builder state for action: add-timer-canceled-event, timer {attrs.timer_id!r} is not pending",

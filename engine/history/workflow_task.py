@@ -194,6 +194,8 @@ def transient_events(state: MutableState, *, include_unstarted: bool = False) ->
     wft = state.workflow_task
     if wft is None or wft.attempt == 1 or not (wft.started_event_id or include_unstarted):
         return []
+    if wft.scheduled_event_id != state.next_event_id:
+        return []  # events arrived since it was scheduled: it will start as a normal task, with new ids
     scheduled = _scheduled_event(state, wft)
     scheduled.event_id = wft.scheduled_event_id
     scheduled.event_time.FromDatetime(wft.scheduled_time)

@@ -117,13 +117,6 @@ def test_schedule_normalises_timeouts(requested, expected):
     assert (info.schedule_to_close, info.schedule_to_start, info.start_to_close, info.heartbeat) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Temporal caps every activity timeout at the run timeout (chasm/lib/activity/validator.go "
-    "validateAndNormalizeTimeouts: 'ensure activity timeout never exceeds runTimeout'); with only "
-    "StartToClose set, _normalized_timeouts leaves StartToClose (and so Heartbeat) above the run timeout",
-)
 def test_start_to_close_alone_is_capped_at_the_run_timeout():
     run = scheduled_run(run_timeout=30, start_to_close=60, heartbeat=45)
     scheduled = attrs_of(run.event(5))
@@ -300,13 +293,6 @@ def test_completion_writes_started_and_completed_then_a_workflow_task():
     assert run.types()[-1] == "WORKFLOW_EXECUTION_COMPLETED"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="ActivityTaskStarted must carry the attempt's real start time (FINDINGS rule 0.3, s03/s11; "
-    "mutable_state_impl.go addStartedEventForTransientActivity overwrites EventTime with ai.StartedTime); "
-    "activity._started_event stamps it with the closing time",
-)
 @pytest.mark.parametrize("in_flight", [False, True], ids=["written-at-once", "buffered"])
 def test_started_event_keeps_the_attempt_start_time(in_flight):
     run = scheduled_run(start_to_close=30)
@@ -405,13 +391,6 @@ def test_next_retry_delay_of_the_failure_replaces_the_backoff():
     assert run.state.activities[5].attempt_scheduled_time == at(9)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Temporal's RetryActivity uses next_retry_delay as the maximum interval too "
-    "(mutable_state_impl.go: retryMaxInterval = delay), so a delay above the policy's maximum_interval is "
-    "honoured; retry.decide caps it at maximum_interval",
-)
 def test_next_retry_delay_above_the_maximum_interval_is_honoured():
     run = scheduled_run(start_to_close=10, retry_policy=policy(initial_interval=1, maximum_interval=10))
     run.start_activity(1, 5)
@@ -484,14 +463,6 @@ def test_schedule_to_close_timer_ends_the_activity(started):
     assert timed_out.started_event_id == (run.new_events[0].event_id if started else 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Temporal v1.32 processSingleActivityTimeoutTask replaces every non-ScheduleToStart timeout "
-    "failure whose retry state is TIMEOUT with 'Not enough time to schedule next retry before activity "
-    "ScheduleToClose timeout, giving up retrying' - the ScheduleToClose timer included; activity.time_out "
-    "keeps 'activity ScheduleToClose timeout' for it",
-)
 def test_schedule_to_close_timer_failure_message_matches_temporal():
     run = scheduled_run(now=0, schedule_to_close=10, start_to_close=10)
     run.start_activity(0, 5)
@@ -751,14 +722,6 @@ def test_cancel_of_an_unknown_activity_fails_the_workflow_task():
     assert failure.cause == Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Temporal's AddActivityTaskCancelRequestedEvent accepts a cancel for an activity whose close "
-    "events are buffered (hBuilder.HasActivityFinishEvent) and writes ActivityTaskCancelRequested; "
-    "activity.request_cancel no longer finds the activity and fails the task with "
-    "BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES",
-)
 def test_cancel_of_an_activity_whose_result_is_buffered_is_recorded():
     run = scheduled_run(now=0, start_to_close=30)
     run.start_activity(0.5, 5)
@@ -778,13 +741,6 @@ def test_cancel_of_an_activity_whose_result_is_buffered_is_recorded():
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Temporal rejects a second RequestCancelActivityTask for an activity already cancel-requested "
-    "(AddActivityTaskCancelRequestedEvent: 'Check for duplicate cancellation' -> "
-    "BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES); activity.request_cancel writes another CancelRequested event",
-)
 def test_second_cancel_request_for_the_same_activity_fails_the_task():
     run = scheduled_run(now=0, start_to_close=30)
     run.start_activity(0.5, 5)
@@ -794,14 +750,6 @@ def test_second_cancel_request_for_the_same_activity_fails_the_task():
     assert failure.cause == Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Temporal's RespondActivityTaskCanceled refuses an activity that was never asked to cancel "
-    "(respondactivitytaskcanceled/api.go: ErrActivityTaskNotCancelRequested, INVALID_ARGUMENT 'unable to "
-    "mark activity as canceled without activity being request canceled first'); activity.canceled accepts "
-    "it and writes ActivityTaskStarted + ActivityTaskCanceled",
-)
 def test_cancel_confirmation_without_a_cancel_request_is_refused():
     run = scheduled_run(now=0, start_to_close=30)
     run.start_activity(0.5, 5)

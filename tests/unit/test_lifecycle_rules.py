@@ -124,12 +124,6 @@ def test_start_timeouts_defaults_and_caps(requested, expected):
     assert [t.fire_at for t in run_timers] == ([at(exp_run)] if exp_run else [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Temporal rounds workflowExecutionExpirationTime to the millisecond (common/util.go "
-    "CreateHistoryStartWorkflowRequest: deadline.Round(time.Millisecond)); Perdura keeps microseconds",
-)
 def test_execution_expiration_time_is_rounded_to_the_millisecond():
     run = Run(start_request(execution_timeout=60), now=0.1234567)  # now has sub-millisecond digits
 
@@ -387,13 +381,6 @@ def test_run_timeout_writes_buffered_events_before_timing_out():
     assert run.types()[-1] == "WORKFLOW_EXECUTION_TIMED_OUT"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Temporal's TimeoutWorkflow (service/history/workflow/util.go) fails a started workflow task with "
-    "FORCE_CLOSE_COMMAND / identity history-service before WorkflowExecutionTimedOut, as terminate does; "
-    "lifecycle.run_timeout only flushes the buffer",
-)
 def test_run_timeout_with_a_started_workflow_task_fails_it_first():
     run = Run(start_request(run_timeout=5))
     run.start_wft(1)

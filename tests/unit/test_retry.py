@@ -89,13 +89,6 @@ def test_normalized_rejects_inconsistent_policies(given):
         retry.normalized(given)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=retry.RetryPolicyError,
-    reason="Temporal's retrypolicy.Validate returns early when maximum_attempts == 1 ('One maximum attempt "
-    "effectively disable retries. Validating the rest of the arguments is pointless'), and the Python SDK "
-    "skips its own validation then too; retry.normalized rejects such a policy, failing the workflow task",
-)
 def test_policy_with_a_single_attempt_is_not_validated_further():
     result = retry.normalized(policy(coefficient=0.5, attempts=1))
     assert result.maximum_attempts == 1

@@ -172,13 +172,6 @@ def test_timer_id_of_a_pending_timer_cannot_be_reused_but_a_fired_one_can():
     assert run.types()[-1] == "TIMER_STARTED"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Temporal's AddTimerCanceledEvent accepts cancelling a timer whose TimerFired is still buffered: it "
-    "removes the buffered TimerFired (hBuilder.GetAndRemoveTimerFireEvent) and writes TimerCanceled; "
-    "timer.fire already dropped the timer, so timer.cancel fails the task with BAD_CANCEL_TIMER_ATTRIBUTES",
-)
 def test_cancel_of_a_timer_whose_fire_is_buffered_replaces_the_fire():
     run = timer_run(start_timer("1", 1))
     run.signal(1.5, "s")
@@ -191,12 +184,6 @@ def test_cancel_of_a_timer_whose_fire_is_buffered_replaces_the_fire():
     assert types(run.new_events) == ["WORKFLOW_TASK_COMPLETED", "TIMER_CANCELED"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Temporal v1.32 accepts a zero StartToFireTimeout (ValidateTimerScheduleAttributes only rejects "
-    "negative durations via timestamp.ValidateAndCapProtoDuration); timer.start rejects delay <= 0",
-)
 def test_zero_duration_timer_is_accepted():
     run = Run()
     run.start_wft(1)

@@ -277,13 +277,6 @@ def test_history_read_shows_the_scheduled_transient_task_and_the_poller_the_star
     assert event_time(events[1]) == at(0.3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="transient_events(include_unstarted=True) still returns the transient WorkflowTaskScheduled with "
-    "id 5 after a signal took id 5, so a history read shows two events with id 5; Temporal drops a transient "
-    "suffix whose ids do not continue the history (ValidateTransientWorkflowTaskEvents in get_history_util.go)",
-)
 def test_history_read_never_repeats_an_event_id_after_events_arrived_for_a_transient_task():
     run = Run()
     run.start_wft(0.1)
