@@ -142,8 +142,12 @@ class Mutation:
         if not self.state.buffered:
             return False
         started_ids: dict[int, int] = {}
-        for data in self.state.buffered:
-            event = HistoryEvent.FromString(data)
+        events = [HistoryEvent.FromString(data) for data in self.state.buffered]
+        # Temporal writes activity results after every other buffered event (EventStore.reorderBuffer).
+        events = [e for e in events if e.event_type not in _ACTIVITY_CLOSE_FIELDS] + [
+            e for e in events if e.event_type in _ACTIVITY_CLOSE_FIELDS
+        ]
+        for event in events:
             event.event_id = self.state.next_event_id
             if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 started_ids[event.activity_task_started_event_attributes.scheduled_event_id] = event.event_id

@@ -58,6 +58,7 @@ def find_execution(namespace_id: uuid.UUID, workflow_id: str, run_id: str, *, lo
 def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
     """Create the row of a new run and persist its first mutation (inside the caller's transaction)."""
     s = m.state
+    s.state_transitions += 1
     execution = Execution.objects.create(
         namespace_id=namespace_id,
         workflow_id=s.workflow_id,

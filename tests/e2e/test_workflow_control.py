@@ -147,3 +147,28 @@ async def test_describe_running_workflow(client, task_queue):
     assert description.task_queue == task_queue
     assert description.history_length >= 5
     await handle.terminate()
+
+
+async def test_run_and_execution_timeouts(client, task_queue):
+    from datetime import timedelta
+
+    from temporalio.api.enums.v1 import RetryState
+    from temporalio.exceptions import TimeoutError as TemporalTimeoutError
+
+    run_limited = await client.start_workflow(
+        w.LongSleepWorkflow.run, id=new_id(), task_queue=task_queue, run_timeout=timedelta(seconds=1)
+    )
+    execution_limited = await client.start_workflow(
+        w.LongSleepWorkflow.run, id=new_id(), task_queue=task_queue, execution_timeout=timedelta(seconds=1)
+    )
+    for handle, retry_state in (
+        (run_limited, RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET),
+        (execution_limited, RetryState.RETRY_STATE_TIMEOUT),
+    ):
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+        assert isinstance(info.value.cause, TemporalTimeoutError)
+        last = (await events(handle))[-1]
+        assert last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT
+        assert last.workflow_execution_timed_out_event_attributes.retry_state == retry_state
+        assert (await handle.describe()).status == WorkflowExecutionStatus.TIMED_OUT
