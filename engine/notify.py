@@ -28,6 +28,11 @@ def run_key(execution_pk: int) -> str:
     return f"run/{execution_pk}"
 
 
+def closed_key(execution_pk: int) -> str:
+    """Published once, when the run closes (what result() long-polls wait for)."""
+    return f"closed/{execution_pk}"
+
+
 TIMERS_KEY = "timers"
 
 

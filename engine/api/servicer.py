@@ -84,21 +84,16 @@ async def _long_poll(context, namespace: Namespace, kind: int, task_queue: str, 
     deadline = _deadline(context, LONG_POLL_SECONDS)
     with notify.hub.waiter(notify.task_queue_key(namespace.id, kind, task_queue)) as waiter:
         while True:
-            first = await dbthreads.run(queue.next_visible, namespace.id, kind, task_queue)
-            now = clock.now()
-            if first is not None and first <= now:
-                result = await dbthreads.run(poll_once)
-                if result is not None:
-                    return result
-                continue_wait = 0.05  # lost a race for the visible task: look again shortly
-            elif first is not None:
-                continue_wait = (first - now).total_seconds()
-            else:
-                continue_wait = QUEUE_RECHECK_SECONDS
+            outcome = await dbthreads.run(poll_once)
+            if not isinstance(outcome, queue.NotYet):
+                return outcome
+            wait = QUEUE_RECHECK_SECONDS
+            if outcome.visible_at is not None:
+                wait = min(max((outcome.visible_at - clock.now()).total_seconds(), 0.01), wait)
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return None
-            await waiter.wait(min(remaining, continue_wait, QUEUE_RECHECK_SECONDS))
+            await waiter.wait(min(remaining, wait))
             waiter.rearm()
 
 
@@ -500,7 +495,8 @@ async def _wait_for_history(context, execution, first_event_id: int, close_only:
     """Long-poll until the run has events from `first_event_id` (or has closed), or the wait runs out."""
     loop = asyncio.get_running_loop()
     deadline = _deadline(context, HISTORY_WAIT_SECONDS)
-    with notify.hub.waiter(notify.run_key(execution.pk)) as waiter:
+    key = notify.closed_key(execution.pk) if close_only else notify.run_key(execution.pk)
+    with notify.hub.waiter(key) as waiter:
         while True:
             if execution.status != RUNNING or (not close_only and execution.next_event_id > first_event_id):
                 return execution

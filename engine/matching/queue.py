@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
 from django.db import transaction
-from django.db.models import Min
 from perdura import clock
 
 from engine.history.errors import StaleTask
@@ -20,11 +20,16 @@ T = TypeVar("T")
 _MAX_STALE_PER_CLAIM = 50
 
 
-def next_visible(namespace_id: uuid.UUID, kind: int, task_queue: str) -> datetime | None:
-    """When the earliest task of the queue becomes visible (None if the queue is empty). A cheap read."""
-    return Task.objects.filter(namespace_id=namespace_id, kind=kind, task_queue=task_queue).aggregate(
-        first=Min("visible_at")
-    )["first"]
+@dataclass(frozen=True, slots=True)
+class NotYet:
+    """No task could be claimed; `visible_at` says when the earliest one becomes visible (None: queue empty)."""
+
+    visible_at: datetime | None
+
+
+def _delete(task: Task) -> None:
+    query = Task.objects.filter(pk=task.pk)
+    query._raw_delete(query.db)
 
 
 def claim(
@@ -32,7 +37,7 @@ def claim(
     kind: int,
     task_queue: str,
     start: Callable[[Execution, Mutation, Task], T],
-) -> T | None:
+) -> T | NotYet:
     """Claim the next visible task and apply `start` to its run, in one transaction.
 
     The task row is deleted in the same transaction that records the start, so a task is handed out
@@ -42,22 +47,21 @@ def claim(
         with transaction.atomic():
             task = (
                 Task.objects.select_for_update(skip_locked=True)
-                .filter(
-                    namespace_id=namespace_id, kind=kind, task_queue=task_queue, visible_at__lte=clock.now()
-                )
+                .filter(namespace_id=namespace_id, kind=kind, task_queue=task_queue)
                 .order_by("visible_at", "id")
                 .first()
             )
-            if task is None:
-                return None
+            now = clock.now()
+            if task is None or task.visible_at > now:
+                return NotYet(task.visible_at if task is not None else None)
             execution = Execution.objects.select_for_update().get(pk=task.execution_id)
-            m = Mutation(store.decode_state(execution), clock.now())
+            m = Mutation(store.decode_state(execution), now)
             try:
                 result = start(execution, m, task)
             except StaleTask:
-                task.delete()
+                _delete(task)
                 continue
             store.persist(execution, m)
-            task.delete()
+            _delete(task)
             return result
-    return None
+    return NotYet(clock.now())

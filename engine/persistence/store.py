@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, Q
 from temporalio.api.history.v1 import History, HistoryEvent
 
 from engine import notify
@@ -96,7 +96,8 @@ def persist(execution: Execution, m: Mutation) -> None:
 
 
 def _delete_pending(execution: Execution) -> None:
-    Timer.objects.filter(execution=execution).delete()
+    timers = Timer.objects.filter(execution=execution)
+    timers._raw_delete(timers.db)
     if connection.vendor == "postgresql":
         # Skip rows a poller holds: it will find the run closed and discard them itself.
         with connection.cursor() as cursor:
@@ -106,17 +107,23 @@ def _delete_pending(execution: Execution) -> None:
                 [execution.pk],
             )
     else:
-        Task.objects.filter(execution=execution).delete()
+        tasks = Task.objects.filter(execution=execution)
+        tasks._raw_delete(tasks.db)
 
 
 def _persist_derived(execution: Execution, m: Mutation) -> None:
     keys: dict[str, int] = {}
-    if m.dead_timers and not m.closed:
+    if m.closed:
+        keys[notify.closed_key(execution.pk)] = 1
+    elif m.dead_timers:
+        which = Q()
         for dead in m.dead_timers:
-            rows = Timer.objects.filter(execution=execution, kind=int(dead.kind), event_id=dead.event_id)
+            one = Q(kind=int(dead.kind), event_id=dead.event_id)
             if dead.attempt is not None:
-                rows = rows.filter(attempt=dead.attempt)
-            rows._raw_delete(rows.db)
+                one &= Q(attempt=dead.attempt)
+            which |= one
+        rows = Timer.objects.filter(which, execution=execution)
+        rows._raw_delete(rows.db)
     if m.events:
         first = m.events[0].event_id
         blob = History(events=m.events).SerializeToString()

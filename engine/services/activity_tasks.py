@@ -55,7 +55,7 @@ def started(execution: Execution, m: Mutation, info: ActivityInfo) -> StartedAct
 
 def poll_once(
     *, namespace: Namespace, task_queue: str, identity: str, request_id: str
-) -> StartedActivityTask | None:
+) -> StartedActivityTask | queue.NotYet:
     def start(execution: Execution, m: Mutation, task: Task) -> StartedActivityTask:
         info = activity.start(
             m,

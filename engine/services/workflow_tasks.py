@@ -68,7 +68,7 @@ def _started(
 
 def poll_once(
     *, namespace: Namespace, task_queue: str, identity: str, request_id: str
-) -> StartedWorkflowTask | None:
+) -> StartedWorkflowTask | queue.NotYet:
     def start(execution: Execution, m: Mutation, task: Task) -> StartedWorkflowTask:
         wft = workflow_task.start(
             m,

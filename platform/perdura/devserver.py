@@ -73,7 +73,9 @@ async def serve(*, host: str, port: int, ui_port: int) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    grpc_server = api_server.build(f"{host}:{port}")
+    # SQLite has one writer: a single database thread queues work in Python instead of in
+    # SQLite's busy handler, whose sleeps (up to 100 ms) would dominate latency under load.
+    grpc_server = api_server.build(f"{host}:{port}", db_threads=1)
     await grpc_server.start()
     web = _serve_web(host, ui_port) if ui_port else None
     timers = asyncio.ensure_future(run_timer_loop(stop))
