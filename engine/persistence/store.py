@@ -171,8 +171,7 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
                 for t in m.timers
             ]
         )
-        keys[notify.TIMERS_KEY] = 1
-        wakeups.timers_created(execution.shard, min(t.fire_at for t in m.timers))
+        wakeups.timers_created(execution.shard, m.now, m.timers, keys)
     notify.publish_on_commit(keys)
 
 

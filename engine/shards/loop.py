@@ -12,9 +12,9 @@ from perdura import clock
 from engine import notify
 from engine.api import dbthreads
 from engine.shards import timers
+from engine.shards.wakeups import SWEEP_SECONDS
 
 log = logging.getLogger("perdura.shards")
-SWEEP_SECONDS = 1.0
 
 
 def owner_name() -> str:

@@ -12,10 +12,29 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
+from engine import notify
+from engine.history.mutation import NewTimer, TimerKind
 
-def timers_created(shard: int, earliest: datetime) -> None:
+SWEEP_SECONDS = 1.0
+
+
+# Timers that must fire on time (a workflow sleeping 2 s expects 2 s). Timeouts only guard against
+# lost workers: the periodic sweep (within PERDURA_SWEEP_SECONDS) is precise enough for them, and
+# skipping their hints spares a wake-up for every task started.
+_PRECISE = {TimerKind.USER_TIMER, TimerKind.WORKFLOW_RUN_TIMEOUT}
+
+
+def timers_created(shard: int, now: datetime, timers: list[NewTimer], keys: dict[str, int]) -> None:
+    """Hint the timer processors about new timers that need a wake-up before their next sweep."""
+    precise = [t.fire_at for t in timers if t.kind in _PRECISE]
     if getattr(settings, "PERDURA_TIMER_WAKEUPS", "") != "celery":
+        # perdura dev: its timer loop sleeps at most a second; wake it for anything due sooner.
+        if any((t.fire_at - now).total_seconds() < SWEEP_SECONDS for t in timers):
+            keys[notify.TIMERS_KEY] = 1
         return
+    if not precise:
+        return
+    earliest = min(precise)
 
     def send() -> None:
         from engine import tasks
