@@ -669,3 +669,17 @@ def _describe_execution(snap: reads.RunSnapshot) -> rr.DescribeWorkflowExecution
         )
     del execution
     return response
+
+
+def _unimplemented(name: str):  # type: ignore[no-untyped-def]
+    async def handler(self, request, context):  # type: ignore[no-untyped-def]
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"Perdura does not implement {name} yet.")
+
+    handler.__name__ = name
+    return handler
+
+
+# Every WorkflowService method Perdura lacks answers UNIMPLEMENTED with its name, not grpc's generic text.
+for _name, _value in vars(wss.WorkflowServiceServicer).items():
+    if callable(_value) and not _name.startswith("_") and _name not in vars(WorkflowService):
+        setattr(WorkflowService, _name, _unimplemented(_name))
