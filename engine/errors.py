@@ -44,6 +44,10 @@ class Unauthenticated(EngineError):
     code = "UNAUTHENTICATED"
 
 
+class DeadlineExceeded(EngineError):
+    code = "DEADLINE_EXCEEDED"
+
+
 class Unavailable(EngineError):
     """A transient condition (e.g. a lost race on a run's version); the SDK retries it."""
 

@@ -69,6 +69,7 @@ class Task(models.Model):
     class Kind(models.IntegerChoices):
         WORKFLOW = 1
         ACTIVITY = 2
+        QUERY = 3
 
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
     task_queue = models.CharField(max_length=1000)
@@ -77,6 +78,7 @@ class Task(models.Model):
     scheduled_event_id = models.BigIntegerField()
     attempt = models.IntegerField(default=1)
     visible_at = models.DateTimeField()
+    query = models.ForeignKey("Query", null=True, on_delete=models.CASCADE, related_name="+")
 
     class Meta:
         indexes = [
@@ -115,3 +117,15 @@ class ShardLease(models.Model):
     owner = models.CharField(max_length=255, default="")
     range_id = models.BigIntegerField(default=0)
     expires_at = models.DateTimeField(null=True)
+
+
+class Query(models.Model):
+    """A query in flight: the request waits here for a worker's answer. Queries never touch history."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE)
+    request = models.BinaryField()
+    """The WorkflowQuery, encrypted under the namespace's data key."""
+    answer = models.BinaryField(null=True)
+    """The worker's RespondQueryTaskCompletedRequest, encrypted; null until answered."""
+    created_at = models.DateTimeField()

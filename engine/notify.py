@@ -28,6 +28,10 @@ def run_key(execution_pk: int) -> str:
     return f"run/{execution_pk}"
 
 
+def query_key(query_id: int) -> str:
+    return f"query/{query_id}"
+
+
 def closed_key(execution_pk: int) -> str:
     """Published once, when the run closes (what result() long-polls wait for)."""
     return f"closed/{execution_pk}"

@@ -18,6 +18,8 @@ class TaskToken(msgspec.Struct, array_like=True):
     started_event_id: int = 0
     """For workflow tasks: the started event id the worker was given."""
     activity_id: str = ""
+    query_id: int = 0
+    """For query tasks: the query the answer belongs to."""
 
 
 _encoder = msgspec.msgpack.Encoder()

@@ -14,12 +14,15 @@ from temporalio.api.enums.v1 import (
     HistoryEventFilterType,
     NamespaceState,
     PendingActivityState,
+    QueryRejectCondition,
+    QueryResultType,
     TaskQueueKind,
     WorkflowExecutionStatus,
 )
-from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
+from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure, QueryFailedFailure
 from temporalio.api.history.v1 import History
 from temporalio.api.namespace.v1 import NamespaceConfig, NamespaceInfo
+from temporalio.api.query.v1 import QueryRejected
 from temporalio.api.replication.v1 import ClusterReplicationConfig, NamespaceReplicationConfig
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflow.v1 import (
@@ -35,13 +38,13 @@ from engine import notify, tokens, validation
 from engine.api import dbthreads
 from engine.api.convert import dur, ts
 from engine.api.errors import rpc
-from engine.errors import InvalidArgument, NotFound
+from engine.errors import DeadlineExceeded, InvalidArgument, NotFound
 from engine.history import activity as activity_rules
 from engine.history import lifecycle
 from engine.history.mutation import TaskKind
 from engine.matching import queue
 from engine.persistence import store
-from engine.services import activity_tasks, reads, workflow_tasks, workflows
+from engine.services import activity_tasks, queries, reads, workflow_tasks, workflows
 from tenants.models import Namespace
 from tenants.selectors import namespace_by_name
 
@@ -50,6 +53,8 @@ LONG_POLL_SECONDS = 60.0
 HISTORY_WAIT_SECONDS = 20.0
 DEFAULT_HISTORY_PAGE = 1000
 QUEUE_RECHECK_SECONDS = 5.0
+QUERY_WAIT_SECONDS = 20.0
+STICKY_QUERY_SECONDS = 5.0
 RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
 
 
@@ -345,6 +350,8 @@ class WorkflowService(wss.WorkflowServiceServicer):
         )
         if started is None:
             return rr.PollWorkflowTaskQueueResponse()
+        if isinstance(started, queries.StartedQuery):
+            return await _query_task_response(namespace, started)
         return await _workflow_task_response(namespace, started)
 
     @rpc
@@ -366,6 +373,86 @@ class WorkflowService(wss.WorkflowServiceServicer):
         if result.workflow_task is not None:
             response.workflow_task.CopyFrom(await _workflow_task_response(namespace, result.workflow_task))
         return response
+
+    # --- queries ---------------------------------------------------------------------------------
+
+    @rpc
+    async def QueryWorkflow(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_id(request.execution.workflow_id, "WorkflowId")
+        validation.run_id(request.execution.run_id)
+        if not request.query.query_type:
+            raise InvalidArgument("QueryType is not set on request.")
+        if request.query.HasField("query_args"):
+            validation.blob_size(request.query.query_args, "query args")
+        loop = asyncio.get_running_loop()
+        deadline = _deadline(context, QUERY_WAIT_SECONDS)
+        snap = await dbthreads.run(
+            reads.run_snapshot,
+            namespace_id=namespace.id,
+            workflow_id=request.execution.workflow_id,
+            run_id=request.execution.run_id,
+        )
+        status = snap.state.status
+        condition = request.query_reject_condition
+        if (condition == QueryRejectCondition.QUERY_REJECT_CONDITION_NOT_OPEN and status != RUNNING) or (
+            condition == QueryRejectCondition.QUERY_REJECT_CONDITION_NOT_COMPLETED_CLEANLY
+            and status not in (RUNNING, WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED)
+        ):
+            return rr.QueryWorkflowResponse(query_rejected=QueryRejected(status=status))
+        # A query waits for a workflow task in progress, so it sees the state that task produces.
+        with notify.hub.waiter(notify.run_key(snap.execution.pk)) as waiter:
+            while snap.state.running and snap.state.workflow_task is not None:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise DeadlineExceeded(_query_timeout_message(snap.state.task_queue))
+                await waiter.wait(min(remaining, QUEUE_RECHECK_SECONDS))
+                waiter.rearm()
+                snap = await dbthreads.run(
+                    reads.run_snapshot,
+                    namespace_id=namespace.id,
+                    workflow_id=snap.execution.workflow_id,
+                    run_id=snap.execution.run_id,
+                )
+        state = snap.state
+        sticky = state.running and bool(state.sticky_queue)
+        task_queue = state.sticky_queue if sticky else state.task_queue
+        query_id = await dbthreads.run(
+            queries.query_dispatch,
+            namespace=namespace,
+            execution=snap.execution,
+            query=request.query,
+            task_queue=task_queue,
+        )
+        try:
+            answer = await _wait_for_answer(query_id, namespace, deadline, sticky, state.task_queue)
+        finally:
+            await dbthreads.run(queries.query_finish, query_id)
+        if answer is None:
+            raise DeadlineExceeded(_query_timeout_message(state.task_queue))
+        if answer.completed_type == QueryResultType.QUERY_RESULT_TYPE_FAILED:
+            raise InvalidArgument(
+                answer.error_message or answer.failure.message,
+                QueryFailedFailure(failure=answer.failure)
+                if answer.HasField("failure")
+                else QueryFailedFailure(),
+            )
+        return rr.QueryWorkflowResponse(
+            query_result=answer.query_result if answer.HasField("query_result") else None
+        )
+
+    @rpc
+    async def RespondQueryTaskCompleted(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        token = _token(namespace, request.task_token)
+        if not token.query_id:
+            raise InvalidArgument("Task token is not a query task token.")
+        if request.HasField("query_result"):
+            validation.blob_size(request.query_result, "query result")
+        await dbthreads.run(
+            queries.query_answer, namespace=namespace, query_id=token.query_id, answer=request
+        )
+        return rr.RespondQueryTaskCompletedResponse()
 
     @rpc
     async def ResetStickyTaskQueue(self, request, context):  # noqa: N802
@@ -489,6 +576,71 @@ class WorkflowService(wss.WorkflowServiceServicer):
                 sticky_queue=request.sticky_task_queue,
             )
         return rr.ShutdownWorkerResponse()
+
+
+def _query_timeout_message(task_queue: str) -> str:
+    return (
+        f"query timed out: no worker answered it on task queue {task_queue!r}; "
+        "check that a worker for this workflow is running"
+    )
+
+
+async def _wait_for_answer(query_id, namespace, deadline, sticky, normal_queue):  # type: ignore[no-untyped-def]
+    """The worker's answer, or None when the deadline passes. An unclaimed sticky query moves to the normal queue."""
+    loop = asyncio.get_running_loop()
+    sticky_deadline = loop.time() + STICKY_QUERY_SECONDS
+    with notify.hub.waiter(notify.query_key(query_id)) as waiter:
+        while True:
+            answer = await dbthreads.run(queries.query_result, query_id)
+            if answer is not None:
+                return answer
+            now = loop.time()
+            if now >= deadline:
+                return None
+            if sticky and now >= sticky_deadline:
+                sticky = False
+                if await dbthreads.run(queries.query_unclaimed, query_id):
+                    await dbthreads.run(
+                        queries.query_move, query_id, namespace=namespace, task_queue=normal_queue
+                    )
+            wait = min(deadline - now, QUEUE_RECHECK_SECONDS)
+            if sticky:
+                wait = min(wait, sticky_deadline - now)
+            await waiter.wait(wait)
+            waiter.rearm()
+
+
+async def _query_task_response(
+    namespace: Namespace, started: queries.StartedQuery
+) -> rr.PollWorkflowTaskQueueResponse:
+    execution = started.execution
+    state = started.state
+    events = await dbthreads.run(
+        lambda: list(
+            store.history_events(
+                execution, first_event_id=started.first_event_id, last_event_id=state.next_event_id - 1
+            )
+        )
+    )
+    token = tokens.TaskToken(
+        namespace_id=str(namespace.id),
+        workflow_id=execution.workflow_id,
+        run_id=execution.run_id,
+        scheduled_event_id=0,
+        attempt=0,
+        query_id=started.query_id,
+    )
+    return rr.PollWorkflowTaskQueueResponse(
+        task_token=tokens.encode(token),
+        workflow_execution=WorkflowExecution(workflow_id=execution.workflow_id, run_id=execution.run_id),
+        workflow_type=WorkflowType(name=state.workflow_type),
+        previous_started_event_id=state.last_completed_wft_started_event_id,
+        history=History(events=events),
+        query=started.query,
+        workflow_execution_task_queue=TaskQueue(
+            name=state.task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL
+        ),
+    )
 
 
 async def _wait_for_history(context, execution, first_event_id: int, close_only: bool):  # type: ignore[no-untyped-def]

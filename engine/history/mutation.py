@@ -16,6 +16,7 @@ from engine.history.state import MutableState
 class TaskKind(enum.IntEnum):
     WORKFLOW = 1
     ACTIVITY = 2
+    QUERY = 3
 
 
 class TimerKind(enum.IntEnum):

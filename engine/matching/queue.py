@@ -12,7 +12,7 @@ from django.db import transaction
 from perdura import clock
 
 from engine.history.errors import StaleTask
-from engine.history.mutation import Mutation
+from engine.history.mutation import Mutation, TaskKind
 from engine.models import Execution, Task
 from engine.persistence import store
 
@@ -37,23 +37,30 @@ def claim(
     kind: int,
     task_queue: str,
     start: Callable[[Execution, Mutation, Task], T],
+    start_query: Callable[[Task], T] | None = None,
 ) -> T | NotYet:
     """Claim the next visible task and apply `start` to its run, in one transaction.
 
     The task row is deleted in the same transaction that records the start, so a task is handed out
     at most once; a task whose run no longer expects it (StaleTask) is discarded and the next tried.
+    Workflow pollers also take query tasks (`start_query`), which change nothing in the run.
     """
+    kinds = [kind, TaskKind.QUERY] if start_query is not None else [kind]
     for _ in range(_MAX_STALE_PER_CLAIM):
         with transaction.atomic():
             task = (
                 Task.objects.select_for_update(skip_locked=True)
-                .filter(namespace_id=namespace_id, kind=kind, task_queue=task_queue)
+                .filter(namespace_id=namespace_id, kind__in=kinds, task_queue=task_queue)
                 .order_by("visible_at", "id")
                 .first()
             )
             now = clock.now()
             if task is None or task.visible_at > now:
                 return NotYet(task.visible_at if task is not None else None)
+            if task.kind == TaskKind.QUERY:
+                assert start_query is not None
+                _delete(task)
+                return start_query(task)
             execution = Execution.objects.select_for_update().get(pk=task.execution_id)
             m = Mutation(store.decode_state(execution), now)
             try:

@@ -17,7 +17,7 @@ from engine.history.mutation import Mutation, TaskKind
 from engine.history.state import WorkflowTaskInfo
 from engine.matching import queue
 from engine.models import Execution, Task
-from engine.services import activity_tasks
+from engine.services import activity_tasks, queries
 from engine.services.update import run_update, update_execution
 from engine.tokens import TaskToken
 from tenants.models import Namespace
@@ -68,7 +68,7 @@ def _started(
 
 def poll_once(
     *, namespace: Namespace, task_queue: str, identity: str, request_id: str
-) -> StartedWorkflowTask | queue.NotYet:
+) -> StartedWorkflowTask | queries.StartedQuery | queue.NotYet:
     def start(execution: Execution, m: Mutation, task: Task) -> StartedWorkflowTask:
         wft = workflow_task.start(
             m,
@@ -81,7 +81,10 @@ def poll_once(
         # A task taken from the worker's sticky queue goes to a worker that holds the run: new events only.
         return _started(execution, m, wft, sticky=task.task_queue != m.state.task_queue)
 
-    return queue.claim(namespace.id, TaskKind.WORKFLOW, task_queue, start)
+    def start_query(task: Task) -> queries.StartedQuery:
+        return queries.query_started(task, sticky=task.task_queue != task.execution.task_queue)
+
+    return queue.claim(namespace.id, TaskKind.WORKFLOW, task_queue, start, start_query)
 
 
 @dataclass(frozen=True, slots=True)

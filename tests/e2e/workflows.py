@@ -245,3 +245,36 @@ ALL_ACTIVITIES = [
     heartbeat_then_stall,
     heartbeat_until_cancelled,
 ]
+
+
+@workflow.defn
+class CounterWorkflow:
+    """Counts signals; queries read the count; finishes on the 'stop' signal."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.stopped = False
+
+    @workflow.signal
+    def bump(self) -> None:
+        self.count += 1
+
+    @workflow.signal
+    def stop(self) -> None:
+        self.stopped = True
+
+    @workflow.query
+    def current(self) -> int:
+        return self.count
+
+    @workflow.query
+    def fails(self) -> int:
+        raise ValueError("no such thing")
+
+    @workflow.run
+    async def run(self) -> int:
+        await workflow.wait_condition(lambda: self.stopped)
+        return self.count
+
+
+ALL_WORKFLOWS.append(CounterWorkflow)
