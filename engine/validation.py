@@ -83,7 +83,5 @@ def start_request(request: Message) -> None:
         blob_size(request.memo, "memo")
     if request.cron_schedule:
         raise InvalidArgument("cron_schedule is not supported by Perdura yet.")
-    if request.HasField("workflow_start_delay") and (
-        request.workflow_start_delay.seconds or request.workflow_start_delay.nanos
-    ):
-        raise InvalidArgument("workflow_start_delay is not supported by Perdura yet.")
+    if request.HasField("workflow_start_delay"):
+        non_negative(request.workflow_start_delay, "WorkflowStartDelay")

@@ -19,6 +19,7 @@ from engine.history.events import new_event
 from engine.history.mutation import Mutation
 
 _CLOSE_COMMANDS = {
+    CommandType.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION,
     CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
     CommandType.COMMAND_TYPE_FAIL_WORKFLOW_EXECUTION,
     CommandType.COMMAND_TYPE_CANCEL_WORKFLOW_EXECUTION,
@@ -95,6 +96,11 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
             m,
             completed_event_id=completed_event_id,
             attrs=command.cancel_workflow_execution_command_attributes,
+        )
+    elif kind == CommandType.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION:
+        attrs = command.continue_as_new_workflow_execution_command_attributes
+        m.continued = lifecycle.continue_as_new(
+            m, completed_event_id=completed_event_id, attrs=attrs, new_run_id=m.new_run_id()
         )
     elif kind == CommandType.COMMAND_TYPE_RECORD_MARKER:
         attrs = command.record_marker_command_attributes

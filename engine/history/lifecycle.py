@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio.api.command.v1 import (
     CancelWorkflowExecutionCommandAttributes,
     CompleteWorkflowExecutionCommandAttributes,
+    ContinueAsNewWorkflowExecutionCommandAttributes,
     FailWorkflowExecutionCommandAttributes,
 )
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Memo, Payloads, SearchAttributes, WorkflowType
 from temporalio.api.enums.v1 import RetryState, TaskQueueKind, WorkflowExecutionStatus
+from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import (
     HistoryEvent,
     WorkflowExecutionCanceledEventAttributes,
     WorkflowExecutionCancelRequestedEventAttributes,
     WorkflowExecutionCompletedEventAttributes,
+    WorkflowExecutionContinuedAsNewEventAttributes,
     WorkflowExecutionFailedEventAttributes,
     WorkflowExecutionSignaledEventAttributes,
     WorkflowExecutionStartedEventAttributes,
@@ -30,6 +34,7 @@ from engine.history.errors import RunClosed, StaleTask
 from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TimerKind
 from engine.history.state import MutableState
+from engine.history.workflow_task import HISTORY_SERVICE_IDENTITY
 
 DEFAULT_WORKFLOW_TASK_TIMEOUT = 10.0
 MAX_WORKFLOW_TASK_TIMEOUT = 120.0
@@ -56,6 +61,19 @@ def effective_timeouts(request: StartWorkflowExecutionRequest) -> tuple[float, f
     return execution, run, task
 
 
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """Where a new run comes from when it continues an earlier one (continue-as-new)."""
+
+    previous_run_id: str
+    first_run_id: str
+    initiator: int
+    execution_expiration: datetime | None
+    execution_timeout: float
+    continued_failure: Failure | None = None
+    last_completion_result: Payloads | None = None
+
+
 def start(
     *,
     namespace_id: str,
@@ -64,34 +82,48 @@ def start(
     request: StartWorkflowExecutionRequest,
     now: datetime,
     schedule_first_task: bool = True,
+    continuation: Continuation | None = None,
+    first_task_backoff: float = 0.0,
 ) -> Mutation:
     """A new run: WorkflowExecutionStarted, then its first workflow task (the request is validated already).
 
     Signal-with-start passes `schedule_first_task=False` and signals, which schedules the task after the signal.
+    With a backoff (start delay, continue-as-new backoff) the first task waits for a timer instead.
     """
     execution_timeout, run_timeout, task_timeout = effective_timeouts(request)
+    execution_expiration = (
+        _round_ms(now + timedelta(seconds=execution_timeout + first_task_backoff))
+        if execution_timeout
+        else None
+    )
+    if continuation is not None:
+        execution_timeout = continuation.execution_timeout
+        execution_expiration = continuation.execution_expiration
+    execution_time = now + timedelta(seconds=first_task_backoff)
+    run_expiration = execution_time + timedelta(seconds=run_timeout) if run_timeout else None
+    if execution_expiration is not None and (run_expiration is None or run_expiration > execution_expiration):
+        run_expiration = execution_expiration
     state = MutableState(
         namespace_id=namespace_id,
         namespace=namespace,
         workflow_id=request.workflow_id,
         run_id=run_id,
-        first_run_id=run_id,
+        first_run_id=continuation.first_run_id if continuation else run_id,
         workflow_type=request.workflow_type.name,
         task_queue=request.task_queue.name,
         start_time=now,
-        execution_time=now,
+        execution_time=execution_time,
         workflow_task_timeout=task_timeout,
         run_timeout=run_timeout,
         execution_timeout=execution_timeout,
-        execution_expiration=_round_ms(now + timedelta(seconds=execution_timeout))
-        if execution_timeout
-        else None,
-        run_expiration=now + timedelta(seconds=run_timeout) if run_timeout else None,
+        execution_expiration=execution_expiration,
+        run_expiration=run_expiration,
         start_request_id=request.request_id,
         memo=request.memo.SerializeToString() if request.HasField("memo") else b"",
         search_attributes=request.search_attributes.SerializeToString()
         if request.HasField("search_attributes")
         else b"",
+        awaiting_backoff=first_task_backoff > 0,
     )
     m = Mutation(state, now)
     attrs = WorkflowExecutionStartedEventAttributes(
@@ -103,7 +135,7 @@ def start(
         workflow_task_timeout=duration(task_timeout),
         original_execution_run_id=run_id,
         identity=request.identity,
-        first_execution_run_id=run_id,
+        first_execution_run_id=state.first_run_id,
         retry_policy=request.retry_policy if request.HasField("retry_policy") else None,
         attempt=1,
         cron_schedule=request.cron_schedule,
@@ -112,16 +144,120 @@ def start(
         header=request.header if request.HasField("header") else None,
         workflow_id=request.workflow_id,
         priority=request.priority if request.HasField("priority") else None,
-        first_workflow_task_backoff=duration(0),
+        first_workflow_task_backoff=duration(first_task_backoff),
     )
+    if continuation is not None:
+        attrs.continued_execution_run_id = continuation.previous_run_id
+        attrs.initiator = continuation.initiator
+        if continuation.continued_failure is not None:
+            attrs.continued_failure.CopyFrom(continuation.continued_failure)
+        if continuation.last_completion_result is not None:
+            attrs.last_completion_result.CopyFrom(continuation.last_completion_result)
     if state.execution_expiration is not None:
         attrs.workflow_execution_expiration_time.FromDatetime(state.execution_expiration)
     m.add(new_event(attrs))
-    if schedule_first_task:
+    if first_task_backoff > 0:
+        m.timer(TimerKind.WORKFLOW_BACKOFF, execution_time)
+    elif schedule_first_task:
         workflow_task.schedule(m)
     if state.run_expiration is not None:
         m.timer(TimerKind.WORKFLOW_RUN_TIMEOUT, state.run_expiration)
     return m
+
+
+def backoff_elapsed(m: Mutation) -> None:
+    """The start delay (or continue-as-new backoff) is over: the run gets its first workflow task."""
+    state = m.state
+    if not state.running or not state.awaiting_backoff:
+        raise StaleTask("no backoff pending")
+    state.awaiting_backoff = False
+    workflow_task.schedule(m)
+
+
+def continue_as_new(
+    m: Mutation,
+    *,
+    completed_event_id: int,
+    attrs: ContinueAsNewWorkflowExecutionCommandAttributes,
+    new_run_id: str,
+) -> Mutation:
+    """Close this run as ContinuedAsNew and start the next one; returns the new run's mutation.
+
+    Unset fields are inherited from this run: type, task queue, timeouts, memo, search attributes, header.
+    """
+    state = m.state
+    request = StartWorkflowExecutionRequest(
+        namespace=state.namespace,
+        workflow_id=state.workflow_id,
+        workflow_type=attrs.workflow_type
+        if attrs.workflow_type.name
+        else WorkflowType(name=state.workflow_type),
+        task_queue=TaskQueue(name=attrs.task_queue.name or state.task_queue),
+        input=attrs.input if attrs.HasField("input") else None,
+        workflow_run_timeout=attrs.workflow_run_timeout
+        if attrs.HasField("workflow_run_timeout") and seconds(attrs.workflow_run_timeout)
+        else duration(state.run_timeout),
+        workflow_task_timeout=attrs.workflow_task_timeout
+        if attrs.HasField("workflow_task_timeout") and seconds(attrs.workflow_task_timeout)
+        else duration(state.workflow_task_timeout),
+        workflow_execution_timeout=duration(state.execution_timeout),
+        identity=HISTORY_SERVICE_IDENTITY,
+        request_id=new_run_id,
+        retry_policy=attrs.retry_policy if attrs.HasField("retry_policy") else None,
+        cron_schedule=attrs.cron_schedule,
+        header=attrs.header if attrs.HasField("header") else None,
+        memo=attrs.memo if attrs.HasField("memo") else (Memo.FromString(state.memo) if state.memo else None),
+        search_attributes=attrs.search_attributes
+        if attrs.HasField("search_attributes")
+        else (SearchAttributes.FromString(state.search_attributes) if state.search_attributes else None),
+    )
+    backoff = seconds(attrs.backoff_start_interval)
+    close(
+        m,
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW,
+        new_event(
+            WorkflowExecutionContinuedAsNewEventAttributes(
+                new_execution_run_id=new_run_id,
+                workflow_type=request.workflow_type,
+                task_queue=TaskQueue(name=request.task_queue.name, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+                input=request.input if request.HasField("input") else None,
+                workflow_run_timeout=request.workflow_run_timeout,
+                workflow_task_timeout=request.workflow_task_timeout,
+                workflow_task_completed_event_id=completed_event_id,
+                backoff_start_interval=attrs.backoff_start_interval if backoff else None,
+                initiator=attrs.initiator,
+                failure=attrs.failure if attrs.HasField("failure") else None,
+                last_completion_result=attrs.last_completion_result
+                if attrs.HasField("last_completion_result")
+                else None,
+                header=request.header if request.HasField("header") else None,
+                memo=request.memo if request.HasField("memo") else None,
+                search_attributes=request.search_attributes
+                if request.HasField("search_attributes")
+                else None,
+            )
+        ),
+    )
+    state.new_execution_run_id = new_run_id
+    return start(
+        namespace_id=state.namespace_id,
+        namespace=state.namespace,
+        run_id=new_run_id,
+        request=request,
+        now=m.now,
+        continuation=Continuation(
+            previous_run_id=state.run_id,
+            first_run_id=state.first_run_id,
+            initiator=attrs.initiator,
+            execution_expiration=state.execution_expiration,
+            execution_timeout=state.execution_timeout,
+            continued_failure=attrs.failure if attrs.HasField("failure") else None,
+            last_completion_result=attrs.last_completion_result
+            if attrs.HasField("last_completion_result")
+            else None,
+        ),
+        first_task_backoff=backoff,
+    )
 
 
 def close(m: Mutation, status: int, event: HistoryEvent) -> None:

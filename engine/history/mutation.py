@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -25,6 +26,7 @@ class TimerKind(enum.IntEnum):
     ACTIVITY_TIMEOUT = 3
     WORKFLOW_RUN_TIMEOUT = 4
     WORKFLOW_TASK_SCHEDULE_TO_START = 5
+    WORKFLOW_BACKOFF = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,9 @@ class Mutation:
     dead_timers: list[DeadTimer] = field(default_factory=list)
     closed: bool = False
     """True when this mutation closed the run (its pending task and timer rows can go)."""
+    continued: Mutation | None = None
+    """The next run's first mutation, when this one continued as new (persisted in the same transaction)."""
+    new_run_id: Callable[[], str] = field(default=lambda: str(uuid.uuid4()))
 
     def wft_in_flight(self) -> bool:
         wft = self.state.workflow_task

@@ -85,6 +85,8 @@ class MutableState(msgspec.Struct, kw_only=True):
     next_event_id: int = 1
     last_completed_wft_started_event_id: int = 0
     workflow_task: WorkflowTaskInfo | None = None
+    awaiting_backoff: bool = False
+    """The first workflow task waits for a start delay or continue-as-new backoff timer."""
     wft_attempt: int = 1
     """The attempt the next workflow task will have (above 1 after failures and timeouts)."""
     sticky_queue: str = ""

@@ -64,7 +64,7 @@ def _started_event(state: MutableState, wft: WorkflowTaskInfo, history_size: int
 def schedule(m: Mutation) -> None:
     """Schedule the run's next workflow task, unless one is already pending."""
     state = m.state
-    if state.workflow_task is not None or not state.running:
+    if state.workflow_task is not None or not state.running or state.awaiting_backoff:
         return
     if m.flush_buffer():
         state.wft_attempt = 1

@@ -93,6 +93,12 @@ def persist(execution: Execution, m: Mutation) -> None:
     if m.closed:
         _delete_pending(execution)
     _persist_derived(execution, m)
+    if m.continued is not None:
+        # The next run of the chain is created in the same transaction; it becomes the current run.
+        insert(execution.namespace_id, execution.shard, m.continued)
+        CurrentRun.objects.filter(
+            namespace_id=execution.namespace_id, workflow_id=execution.workflow_id, run_id=execution.run_id
+        ).update(run_id=m.continued.state.run_id, start_request_id=m.continued.state.start_request_id)
 
 
 def _delete_pending(execution: Execution) -> None:

@@ -162,6 +162,9 @@ def _start_txn(
         request=request,
         now=clock.now(),
         schedule_first_task=signal is None,
+        first_task_backoff=request.workflow_start_delay.ToTimedelta().total_seconds()
+        if request.HasField("workflow_start_delay")
+        else 0.0,
     )
     if signal is not None:
         signal(m)

@@ -29,6 +29,8 @@ def _apply(m: Mutation, row: Timer) -> None:
         activity.time_out(m, scheduled_event_id=row.event_id, attempt=row.attempt, timeout_type=row.detail)
     elif kind == TimerKind.WORKFLOW_TASK_SCHEDULE_TO_START:
         workflow_task.schedule_to_start_timeout(m, scheduled_event_id=row.event_id, attempt=row.attempt)
+    elif kind == TimerKind.WORKFLOW_BACKOFF:
+        lifecycle.backoff_elapsed(m)
     elif kind == TimerKind.WORKFLOW_RUN_TIMEOUT:
         lifecycle.run_timeout(m)
     else:

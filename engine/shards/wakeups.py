@@ -21,7 +21,7 @@ SWEEP_SECONDS = 1.0
 # Timers that must fire on time (a workflow sleeping 2 s expects 2 s). Timeouts only guard against
 # lost workers: the periodic sweep (within PERDURA_SWEEP_SECONDS) is precise enough for them, and
 # skipping their hints spares a wake-up for every task started.
-_PRECISE = {TimerKind.USER_TIMER, TimerKind.WORKFLOW_RUN_TIMEOUT}
+_PRECISE = {TimerKind.USER_TIMER, TimerKind.WORKFLOW_RUN_TIMEOUT, TimerKind.WORKFLOW_BACKOFF}
 
 
 def timers_created(shard: int, now: datetime, timers: list[NewTimer], keys: dict[str, int]) -> None:

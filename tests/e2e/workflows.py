@@ -278,3 +278,18 @@ class CounterWorkflow:
 
 
 ALL_WORKFLOWS.append(CounterWorkflow)
+
+
+@workflow.defn
+class ContinueAsNewWorkflow:
+    """Continues as new until `remaining` reaches 0, carrying a running total."""
+
+    @workflow.run
+    async def run(self, remaining: int, total: int) -> int:
+        total += await workflow.execute_activity(add_one, 0, start_to_close_timeout=timedelta(seconds=10))
+        if remaining > 0:
+            workflow.continue_as_new(args=[remaining - 1, total])
+        return total
+
+
+ALL_WORKFLOWS.append(ContinueAsNewWorkflow)
