@@ -129,3 +129,21 @@ class Query(models.Model):
     answer = models.BinaryField(null=True)
     """The worker's RespondQueryTaskCompletedRequest, encrypted; null until answered."""
     created_at = models.DateTimeField()
+
+
+class Transfer(models.Model):
+    """Work a run owes another run (start a child, report to a parent, signal, cancel), done after commit.
+
+    Created in the same transaction as the events that imply it (rule 3) and deleted in the transaction
+    that records its outcome; every step is idempotent, so a crash in between only repeats work.
+    """
+
+    shard = models.SmallIntegerField()
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE)
+    kind = models.SmallIntegerField()
+    event_id = models.BigIntegerField()
+    details = models.BinaryField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["shard", "id"], name="transfer_by_shard")]

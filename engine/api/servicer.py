@@ -27,6 +27,7 @@ from temporalio.api.replication.v1 import ClusterReplicationConfig, NamespaceRep
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflow.v1 import (
     PendingActivityInfo,
+    PendingChildExecutionInfo,
     PendingWorkflowTaskInfo,
     WorkflowExecutionConfig,
     WorkflowExecutionInfo,
@@ -772,6 +773,14 @@ def _describe_execution(snap: reads.RunSnapshot) -> rr.DescribeWorkflowExecution
     )
     if s.close_time is not None:
         info.execution_duration.FromTimedelta(s.close_time - s.execution_time)
+    root = WorkflowExecution(workflow_id=s.workflow_id, run_id=s.run_id)
+    if s.parent is not None:
+        info.parent_namespace_id = s.parent.namespace_id
+        info.parent_execution.CopyFrom(
+            WorkflowExecution(workflow_id=s.parent.workflow_id, run_id=s.parent.run_id)
+        )
+        root = WorkflowExecution(workflow_id=s.parent.root_workflow_id, run_id=s.parent.root_run_id)
+    info.root_execution.CopyFrom(root)
     pending = []
     for a in sorted(s.activities.values(), key=lambda a: a.scheduled_event_id):
         scheduled = activity_rules.scheduled_attributes(a)
@@ -807,6 +816,16 @@ def _describe_execution(snap: reads.RunSnapshot) -> rr.DescribeWorkflowExecution
         ),
         workflow_execution_info=info,
         pending_activities=pending,
+        pending_children=[
+            PendingChildExecutionInfo(
+                workflow_id=c.workflow_id,
+                run_id=c.run_id,
+                workflow_type_name=c.workflow_type,
+                initiated_id=c.initiated_event_id,
+                parent_close_policy=c.parent_close_policy,
+            )
+            for c in sorted(s.children.values(), key=lambda c: c.initiated_event_id)
+        ],
     )
     wft = s.workflow_task
     if wft is not None:

@@ -13,7 +13,7 @@ from temporalio.api.history.v1 import (
 )
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
-from engine.history import activity, lifecycle, timer
+from engine.history import activity, children, lifecycle, timer
 from engine.history.errors import CommandFailure
 from engine.history.events import new_event
 from engine.history.mutation import Mutation
@@ -101,6 +101,24 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
         attrs = command.continue_as_new_workflow_execution_command_attributes
         m.continued = lifecycle.continue_as_new(
             m, completed_event_id=completed_event_id, attrs=attrs, new_run_id=m.new_run_id()
+        )
+    elif kind == CommandType.COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION:
+        children.start_child(
+            m,
+            completed_event_id=completed_event_id,
+            attrs=command.start_child_workflow_execution_command_attributes,
+        )
+    elif kind == CommandType.COMMAND_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION:
+        children.signal_external(
+            m,
+            completed_event_id=completed_event_id,
+            attrs=command.signal_external_workflow_execution_command_attributes,
+        )
+    elif kind == CommandType.COMMAND_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION:
+        children.request_cancel_external(
+            m,
+            completed_event_id=completed_event_id,
+            attrs=command.request_cancel_external_workflow_execution_command_attributes,
         )
     elif kind == CommandType.COMMAND_TYPE_RECORD_MARKER:
         attrs = command.record_marker_command_attributes

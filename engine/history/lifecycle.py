@@ -11,7 +11,7 @@ from temporalio.api.command.v1 import (
     ContinueAsNewWorkflowExecutionCommandAttributes,
     FailWorkflowExecutionCommandAttributes,
 )
-from temporalio.api.common.v1 import Memo, Payloads, SearchAttributes, WorkflowType
+from temporalio.api.common.v1 import Memo, Payloads, SearchAttributes, WorkflowExecution, WorkflowType
 from temporalio.api.enums.v1 import RetryState, TaskQueueKind, WorkflowExecutionStatus
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import (
@@ -29,11 +29,11 @@ from temporalio.api.history.v1 import (
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
-from engine.history import workflow_task
+from engine.history import children, workflow_task
 from engine.history.errors import RunClosed, StaleTask
 from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TimerKind
-from engine.history.state import MutableState
+from engine.history.state import MutableState, ParentInfo
 from engine.history.workflow_task import HISTORY_SERVICE_IDENTITY
 
 DEFAULT_WORKFLOW_TASK_TIMEOUT = 10.0
@@ -84,6 +84,7 @@ def start(
     schedule_first_task: bool = True,
     continuation: Continuation | None = None,
     first_task_backoff: float = 0.0,
+    parent: ParentInfo | None = None,
 ) -> Mutation:
     """A new run: WorkflowExecutionStarted, then its first workflow task (the request is validated already).
 
@@ -124,6 +125,7 @@ def start(
         if request.HasField("search_attributes")
         else b"",
         awaiting_backoff=first_task_backoff > 0,
+        parent=parent,
     )
     m = Mutation(state, now)
     attrs = WorkflowExecutionStartedEventAttributes(
@@ -146,6 +148,16 @@ def start(
         priority=request.priority if request.HasField("priority") else None,
         first_workflow_task_backoff=duration(first_task_backoff),
     )
+    if parent is not None:
+        attrs.parent_workflow_namespace = parent.namespace
+        attrs.parent_workflow_namespace_id = parent.namespace_id
+        attrs.parent_workflow_execution.CopyFrom(
+            WorkflowExecution(workflow_id=parent.workflow_id, run_id=parent.run_id)
+        )
+        attrs.parent_initiated_event_id = parent.initiated_event_id
+        attrs.root_workflow_execution.CopyFrom(
+            WorkflowExecution(workflow_id=parent.root_workflow_id, run_id=parent.root_run_id)
+        )
     if continuation is not None:
         attrs.continued_execution_run_id = continuation.previous_run_id
         attrs.initiator = continuation.initiator
@@ -257,6 +269,7 @@ def continue_as_new(
             else None,
         ),
         first_task_backoff=backoff,
+        parent=state.parent,
     )
 
 
@@ -267,6 +280,7 @@ def close(m: Mutation, status: int, event: HistoryEvent) -> None:
     state.status = status
     state.close_time = m.now
     state.close_event_id = added.event_id
+    children.on_close(m, added)
     state.workflow_task = None
     state.activities = {}
     state.timers = {}

@@ -40,6 +40,23 @@ class NewTask:
     visible_at: datetime
 
 
+class TransferKind(enum.IntEnum):
+    """Work on another run, done by the shard processors after this transaction commits (rule 3)."""
+
+    START_CHILD = 1
+    CHILD_CLOSED = 2
+    SIGNAL_EXTERNAL = 3
+    CANCEL_EXTERNAL = 4
+    PARENT_CLOSE_POLICY = 5
+
+
+@dataclass(frozen=True, slots=True)
+class NewTransfer:
+    kind: TransferKind
+    event_id: int
+    details: bytes = b""
+
+
 @dataclass(frozen=True, slots=True)
 class DeadTimer:
     """Timer rows that no longer matter (their task or activity was resolved): deleted with the change.
@@ -75,6 +92,17 @@ BUFFERED_TYPES = frozenset(
         EventType.EVENT_TYPE_TIMER_FIRED,
         EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
         EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+        EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED,
+        EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_FAILED,
+        EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED,
+        EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED,
+        EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_CANCELED,
+        EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT,
+        EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED,
+        EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED,
+        EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED,
+        EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+        EventType.EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_FAILED,
     }
 )
 
@@ -85,6 +113,14 @@ _ACTIVITY_CLOSE_FIELDS = {
     EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
     EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "activity_task_canceled_event_attributes",
 }
+_CHILD_CLOSE_FIELDS = {
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED: "child_workflow_execution_completed_event_attributes",
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED: "child_workflow_execution_failed_event_attributes",
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_CANCELED: "child_workflow_execution_canceled_event_attributes",
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT: "child_workflow_execution_timed_out_event_attributes",
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED: "child_workflow_execution_terminated_event_attributes",
+}
+_LAST_IN_BUFFER = {*_ACTIVITY_CLOSE_FIELDS, *_CHILD_CLOSE_FIELDS}
 
 
 @dataclass(slots=True)
@@ -101,6 +137,7 @@ class Mutation:
     tasks: list[NewTask] = field(default_factory=list)
     timers: list[NewTimer] = field(default_factory=list)
     dead_timers: list[DeadTimer] = field(default_factory=list)
+    transfers: list[NewTransfer] = field(default_factory=list)
     closed: bool = False
     """True when this mutation closed the run (its pending task and timer rows can go)."""
     continued: Mutation | None = None
@@ -150,13 +187,25 @@ class Mutation:
         started_ids: dict[int, int] = {}
         events = [HistoryEvent.FromString(data) for data in self.state.buffered]
         # Temporal writes activity results after every other buffered event (EventStore.reorderBuffer).
-        events = [e for e in events if e.event_type not in _ACTIVITY_CLOSE_FIELDS] + [
-            e for e in events if e.event_type in _ACTIVITY_CLOSE_FIELDS
+        events = [e for e in events if e.event_type not in _LAST_IN_BUFFER] + [
+            e for e in events if e.event_type in _LAST_IN_BUFFER
         ]
+        child_started_ids: dict[int, int] = {}
         for event in events:
             event.event_id = self.state.next_event_id
             if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 started_ids[event.activity_task_started_event_attributes.scheduled_event_id] = event.event_id
+            elif event.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+                initiated = event.child_workflow_execution_started_event_attributes.initiated_event_id
+                child_started_ids[initiated] = event.event_id
+                child = self.state.children.get(initiated)
+                if child is not None:
+                    child.started_event_id = event.event_id
+            elif event.event_type in _CHILD_CLOSE_FIELDS:
+                attrs = getattr(event, _CHILD_CLOSE_FIELDS[event.event_type])
+                attrs.started_event_id = child_started_ids.get(
+                    attrs.initiated_event_id, attrs.started_event_id
+                )
             elif event.event_type in _ACTIVITY_CLOSE_FIELDS:
                 # The started event these refer to was buffered too: its id is known only now.
                 attrs = getattr(event, _ACTIVITY_CLOSE_FIELDS[event.event_type])
@@ -180,6 +229,9 @@ class Mutation:
         self, kind: TimerKind, fire_at: datetime, event_id: int = 0, attempt: int = 0, detail: int = 0
     ) -> None:
         self.timers.append(NewTimer(kind, fire_at, event_id, attempt, detail))
+
+    def transfer(self, kind: TransferKind, event_id: int, details: bytes = b"") -> None:
+        self.transfers.append(NewTransfer(kind, event_id, details))
 
     def drop_timers(self, kind: TimerKind, event_id: int, attempt: int | None = None) -> None:
         self.dead_timers.append(DeadTimer(kind, event_id, attempt))

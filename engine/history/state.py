@@ -62,6 +62,36 @@ class TimerInfo(msgspec.Struct, kw_only=True):
     fire_at: datetime
 
 
+class ChildInfo(msgspec.Struct, kw_only=True):
+    """A child run this run started (or is starting), until its result is recorded."""
+
+    initiated_event_id: int
+    workflow_id: str
+    workflow_type: str
+    parent_close_policy: int = 0
+    run_id: str = ""
+    started_event_id: int = 0
+
+
+class ExternalRequest(msgspec.Struct, kw_only=True):
+    """A signal or cancel request to another run, until its outcome is recorded."""
+
+    initiated_event_id: int
+    workflow_id: str
+    run_id: str = ""
+    control: str = ""
+
+
+class ParentInfo(msgspec.Struct, kw_only=True):
+    namespace: str
+    namespace_id: str
+    workflow_id: str
+    run_id: str
+    initiated_event_id: int
+    root_workflow_id: str
+    root_run_id: str
+
+
 class MutableState(msgspec.Struct, kw_only=True):
     """Everything needed to apply the next input to a run without reading its history."""
 
@@ -105,6 +135,10 @@ class MutableState(msgspec.Struct, kw_only=True):
     state_transitions: int = 0
     memo: bytes = b""
     search_attributes: bytes = b""
+    parent: ParentInfo | None = None
+    children: dict[int, ChildInfo] = msgspec.field(default_factory=dict)
+    external_signals: dict[int, ExternalRequest] = msgspec.field(default_factory=dict)
+    external_cancels: dict[int, ExternalRequest] = msgspec.field(default_factory=dict)
 
     @property
     def running(self) -> bool:

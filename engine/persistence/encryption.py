@@ -33,5 +33,9 @@ def history_aad(namespace_id: uuid.UUID, run_id: str, first_event_id: int) -> by
     return f"perdura/history/{namespace_id}/{run_id}/{first_event_id}".encode()
 
 
+def transfer_aad(namespace_id: uuid.UUID, run_id: str, event_id: int) -> bytes:
+    return f"perdura/transfer/{namespace_id}/{run_id}/{event_id}".encode()
+
+
 def state_aad(namespace_id: uuid.UUID, run_id: str) -> bytes:
     return f"perdura/state/{namespace_id}/{run_id}".encode()

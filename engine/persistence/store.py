@@ -15,7 +15,7 @@ from engine.errors import NotFound, Unavailable
 from engine.history import state as state_codec
 from engine.history.mutation import Mutation
 from engine.history.state import MutableState
-from engine.models import CurrentRun, Execution, HistoryBatch, Task, Timer
+from engine.models import CurrentRun, Execution, HistoryBatch, Task, Timer, Transfer
 from engine.persistence import encryption
 from engine.shards import wakeups
 
@@ -109,11 +109,13 @@ def _delete_pending(execution: Execution) -> None:
         with connection.cursor() as cursor:
             cursor.execute(
                 "DELETE FROM engine_task WHERE id IN "
-                "(SELECT id FROM engine_task WHERE execution_id = %s FOR UPDATE SKIP LOCKED)",
+                "(SELECT id FROM engine_task WHERE execution_id = %s AND kind <> 3 FOR UPDATE SKIP LOCKED)",
                 [execution.pk],
             )
     else:
-        tasks = Task.objects.filter(execution=execution)
+        tasks = Task.objects.filter(execution=execution).exclude(
+            kind=3
+        )  # queries still get answered by replay
         tasks._raw_delete(tasks.db)
 
 
@@ -178,6 +180,25 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
             ]
         )
         wakeups.timers_created(execution.shard, m.now, m.timers, keys)
+    if m.transfers:
+        Transfer.objects.bulk_create(
+            [
+                Transfer(
+                    shard=execution.shard,
+                    execution=execution,
+                    kind=int(t.kind),
+                    event_id=t.event_id,
+                    details=encryption.seal(
+                        execution.namespace_id,
+                        t.details,
+                        encryption.transfer_aad(execution.namespace_id, execution.run_id, t.event_id),
+                    ),
+                    created_at=m.now,
+                )
+                for t in m.transfers
+            ]
+        )
+        wakeups.transfers_created(execution.shard, keys)
     notify.publish_on_commit(keys)
 
 

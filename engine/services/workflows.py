@@ -21,6 +21,7 @@ from engine import ids
 from engine.errors import AlreadyExists, InvalidArgument
 from engine.history import lifecycle
 from engine.history.mutation import Mutation
+from engine.history.state import ParentInfo
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
 from engine.services.update import run_update
@@ -67,6 +68,7 @@ def workflow_start(
     request: StartWorkflowExecutionRequest,
     on_running: Callable[[Execution], None] | None = None,
     signal: Callable[[Mutation], None] | None = None,
+    parent: ParentInfo | None = None,
 ) -> StartResult:
     """Start a run, or apply the workflow id policies to the current one.
 
@@ -90,7 +92,7 @@ def workflow_start(
     for attempt in range(2):
         try:
             with transaction.atomic():
-                return _start_txn(namespace, request, on_running, signal)
+                return _start_txn(namespace, request, on_running, signal, parent)
         except IntegrityError:
             # Another start created the current-run row at the same moment: decide again against it.
             if attempt:
@@ -103,6 +105,7 @@ def _start_txn(
     request: StartWorkflowExecutionRequest,
     on_running: Callable[[Execution], None] | None,
     signal: Callable[[Mutation], None] | None,
+    parent: ParentInfo | None = None,
 ) -> StartResult:
     current = (
         CurrentRun.objects.select_for_update()
@@ -162,6 +165,7 @@ def _start_txn(
         request=request,
         now=clock.now(),
         schedule_first_task=signal is None,
+        parent=parent,
         first_task_backoff=request.workflow_start_delay.ToTimedelta().total_seconds()
         if request.HasField("workflow_start_delay")
         else 0.0,

@@ -13,7 +13,7 @@ from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TimerKind
 from engine.models import Execution, Timer
 from engine.persistence import store
-from engine.shards import leases
+from engine.shards import leases, transfers
 
 log = logging.getLogger(__name__)
 BATCH = 200
@@ -55,7 +55,7 @@ def fire(row: Timer, *, shard: int, range_id: int) -> bool:
 
 
 def process_shard(shard: int, owner: str) -> int:
-    """Fire every due timer of `shard` if its lease can be had; returns how many were applied."""
+    """Fire every due timer and run every transfer of `shard` if its lease can be had; returns the count."""
     range_id = leases.acquire(shard, owner)
     if range_id is None:
         return 0
@@ -68,21 +68,18 @@ def process_shard(shard: int, owner: str) -> int:
                     fired += 1
             if len(rows) < BATCH:
                 break
+        fired += transfers.process(shard, range_id)
     except leases.LeaseLost:
-        log.warning("lost the lease of shard %s while firing timers; another worker continues", shard)
+        log.warning("lost the lease of shard %s while processing it; another worker continues", shard)
         return fired
     leases.release(shard, range_id)
     return fired
 
 
 def due_shards() -> list[int]:
-    """Shards that have timers due now (a read, so idle sweeps write nothing)."""
-    return list(
-        Timer.objects.filter(fire_at__lte=clock.now())
-        .values_list("shard", flat=True)
-        .distinct()
-        .order_by("shard")
-    )
+    """Shards that have timers due now or transfers waiting (reads, so idle sweeps write nothing)."""
+    due = set(Timer.objects.filter(fire_at__lte=clock.now()).values_list("shard", flat=True).distinct())
+    return sorted(due | set(transfers.shards_with_transfers()))
 
 
 def next_fire_at():  # type: ignore[no-untyped-def]

@@ -45,3 +45,20 @@ def timers_created(shard: int, now: datetime, timers: list[NewTimer], keys: dict
             pass
 
     transaction.on_commit(send)
+
+
+def transfers_created(shard: int, keys: dict[str, int]) -> None:
+    """Transfers are due at once: wake the in-process loop, or send the shard's worker a message."""
+    if getattr(settings, "PERDURA_TIMER_WAKEUPS", "") != "celery":
+        keys[notify.TIMERS_KEY] = 1
+        return
+
+    def send() -> None:
+        from engine import tasks
+
+        try:
+            tasks.process_shard.delay(shard)
+        except Exception:  # noqa: BLE001 - a lost hint is caught by the sweep
+            pass
+
+    transaction.on_commit(send)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 
 @activity.defn
@@ -293,3 +293,106 @@ class ContinueAsNewWorkflow:
 
 
 ALL_WORKFLOWS.append(ContinueAsNewWorkflow)
+
+
+@workflow.defn
+class ParentWorkflow:
+    """Runs a child HelloWorkflow and returns its result."""
+
+    @workflow.run
+    async def run(self, name: str) -> str:
+        return await workflow.execute_child_workflow(
+            HelloWorkflow.run, name, id=f"{workflow.info().workflow_id}-child"
+        )
+
+
+@workflow.defn
+class FailingChildParentWorkflow:
+    @workflow.run
+    async def run(self) -> str:
+        try:
+            await workflow.execute_child_workflow(
+                FailingWorkflow.run, id=f"{workflow.info().workflow_id}-child"
+            )
+        except ChildWorkflowError as err:
+            return f"child failed: {err.cause}"
+        return "child succeeded"
+
+
+@workflow.defn
+class ConflictingChildWorkflow:
+    @workflow.run
+    async def run(self, taken_id: str) -> str:
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
+        try:
+            await workflow.start_child_workflow(LongSleepWorkflow.run, id=taken_id)
+        except WorkflowAlreadyStartedError:
+            return "already started"
+        return "started"
+
+
+@workflow.defn
+class SignalChildWorkflow:
+    @workflow.run
+    async def run(self) -> list[str]:
+        child = await workflow.start_child_workflow(
+            SignalWorkflow.run, 1, id=f"{workflow.info().workflow_id}-child"
+        )
+        await child.signal(SignalWorkflow.add, "from parent")
+        return await child
+
+
+@workflow.defn
+class SignalExternalWorkflow:
+    @workflow.run
+    async def run(self, target: str) -> str:
+        await workflow.get_external_workflow_handle(target).signal(SignalWorkflow.add, "external")
+        try:
+            await workflow.get_external_workflow_handle(f"{target}-missing").signal(SignalWorkflow.add, "x")
+        except Exception as err:  # noqa: BLE001 - the SDK's error for an unknown target
+            return f"missing target: {type(err).__name__}"
+        return "signalled a missing target?"
+
+
+@workflow.defn
+class CancelChildWorkflow:
+    @workflow.run
+    async def run(self) -> str:
+        child = await workflow.start_child_workflow(
+            WaitForCancelWorkflow.run,
+            id=f"{workflow.info().workflow_id}-child",
+            cancellation_type=workflow.ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        await workflow.sleep(0.3)
+        child.cancel()
+        return await child
+
+
+@workflow.defn
+class AbandonAndTerminateParentWorkflow:
+    """Starts two long children (terminate and abandon policies) and completes at once."""
+
+    @workflow.run
+    async def run(self) -> str:
+        wid = workflow.info().workflow_id
+        await workflow.start_child_workflow(LongSleepWorkflow.run, id=f"{wid}-terminated")
+        await workflow.start_child_workflow(
+            LongSleepWorkflow.run,
+            id=f"{wid}-abandoned",
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+        )
+        return "done"
+
+
+ALL_WORKFLOWS.extend(
+    [
+        ParentWorkflow,
+        FailingChildParentWorkflow,
+        ConflictingChildWorkflow,
+        SignalChildWorkflow,
+        SignalExternalWorkflow,
+        CancelChildWorkflow,
+        AbandonAndTerminateParentWorkflow,
+    ]
+)

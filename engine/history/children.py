@@ -1,0 +1,284 @@
+"""Child workflows and requests to other runs: the commands, and the outcomes recorded back on this run.
+
+The work on the other run (starting the child, signalling, cancelling) happens in transfer rows
+processed after commit (DESIGN.md rule 3); these functions only record what this run asked for and
+what came of it, so no transaction ever locks two runs.
+"""
+
+from __future__ import annotations
+
+from temporalio.api.command.v1 import (
+    RequestCancelExternalWorkflowExecutionCommandAttributes,
+    SignalExternalWorkflowExecutionCommandAttributes,
+    StartChildWorkflowExecutionCommandAttributes,
+)
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType, ParentClosePolicy, WorkflowTaskFailedCause
+from temporalio.api.history.v1 import (
+    ChildWorkflowExecutionCanceledEventAttributes,
+    ChildWorkflowExecutionCompletedEventAttributes,
+    ChildWorkflowExecutionFailedEventAttributes,
+    ChildWorkflowExecutionStartedEventAttributes,
+    ChildWorkflowExecutionTerminatedEventAttributes,
+    ChildWorkflowExecutionTimedOutEventAttributes,
+    ExternalWorkflowExecutionCancelRequestedEventAttributes,
+    ExternalWorkflowExecutionSignaledEventAttributes,
+    HistoryEvent,
+    RequestCancelExternalWorkflowExecutionFailedEventAttributes,
+    RequestCancelExternalWorkflowExecutionInitiatedEventAttributes,
+    SignalExternalWorkflowExecutionFailedEventAttributes,
+    SignalExternalWorkflowExecutionInitiatedEventAttributes,
+    StartChildWorkflowExecutionFailedEventAttributes,
+    StartChildWorkflowExecutionInitiatedEventAttributes,
+)
+from temporalio.api.taskqueue.v1 import TaskQueue
+
+from engine.history import workflow_task
+from engine.history.errors import CommandFailure, StaleTask
+from engine.history.events import new_event
+from engine.history.mutation import Mutation, TransferKind
+from engine.history.state import ChildInfo, ExternalRequest
+
+_BAD_CHILD = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_START_CHILD_EXECUTION_ATTRIBUTES
+_BAD_SIGNAL = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SIGNAL_WORKFLOW_EXECUTION_ATTRIBUTES
+_BAD_CANCEL = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_ATTRIBUTES
+
+
+def _same_namespace(m: Mutation, namespace: str, cause: int) -> None:
+    if namespace and namespace != m.state.namespace:
+        raise CommandFailure(
+            cause, f"Perdura does not support commands across namespaces ({namespace!r}) yet."
+        )
+
+
+def start_child(
+    m: Mutation, *, completed_event_id: int, attrs: StartChildWorkflowExecutionCommandAttributes
+) -> None:
+    state = m.state
+    _same_namespace(m, attrs.namespace, _BAD_CHILD)
+    if not attrs.workflow_id:
+        raise CommandFailure(_BAD_CHILD, "Required field WorkflowId is not set on command.")
+    if len(attrs.workflow_id) > 1000 or len(attrs.workflow_type.name) > 1000:
+        raise CommandFailure(_BAD_CHILD, "WorkflowId or WorkflowType exceeds length limit.")
+    if not attrs.workflow_type.name:
+        raise CommandFailure(_BAD_CHILD, "Required field WorkflowType is not set on command.")
+    if attrs.cron_schedule:
+        raise CommandFailure(_BAD_CHILD, "cron_schedule is not supported by Perdura yet.")
+    initiated = StartChildWorkflowExecutionInitiatedEventAttributes(
+        namespace=state.namespace,
+        namespace_id=state.namespace_id,
+        workflow_id=attrs.workflow_id,
+        workflow_type=attrs.workflow_type,
+        task_queue=TaskQueue(name=attrs.task_queue.name or state.task_queue, kind=attrs.task_queue.kind or 1),
+        input=attrs.input if attrs.HasField("input") else None,
+        workflow_execution_timeout=attrs.workflow_execution_timeout,
+        workflow_run_timeout=attrs.workflow_run_timeout,
+        workflow_task_timeout=attrs.workflow_task_timeout,
+        parent_close_policy=attrs.parent_close_policy or ParentClosePolicy.PARENT_CLOSE_POLICY_TERMINATE,
+        control=attrs.control,
+        workflow_task_completed_event_id=completed_event_id,
+        workflow_id_reuse_policy=attrs.workflow_id_reuse_policy,
+        retry_policy=attrs.retry_policy if attrs.HasField("retry_policy") else None,
+        header=attrs.header if attrs.HasField("header") else None,
+        memo=attrs.memo if attrs.HasField("memo") else None,
+        search_attributes=attrs.search_attributes if attrs.HasField("search_attributes") else None,
+        priority=attrs.priority if attrs.HasField("priority") else None,
+    )
+    event = m.add(new_event(initiated))
+    state.children[event.event_id] = ChildInfo(
+        initiated_event_id=event.event_id,
+        workflow_id=attrs.workflow_id,
+        workflow_type=attrs.workflow_type.name,
+        parent_close_policy=initiated.parent_close_policy,
+    )
+    m.transfer(TransferKind.START_CHILD, event.event_id, initiated.SerializeToString())
+
+
+def _child(m: Mutation, initiated_event_id: int) -> ChildInfo:
+    child = m.state.children.get(initiated_event_id) if m.state.running else None
+    if child is None:
+        raise StaleTask("child no longer pending")
+    return child
+
+
+def child_started(m: Mutation, *, initiated_event_id: int, run_id: str) -> None:
+    child = _child(m, initiated_event_id)
+    if child.run_id:
+        raise StaleTask("child start already recorded")
+    child.run_id = run_id
+    event = m.add_external(
+        new_event(
+            ChildWorkflowExecutionStartedEventAttributes(
+                namespace=m.state.namespace,
+                namespace_id=m.state.namespace_id,
+                initiated_event_id=initiated_event_id,
+                workflow_execution=WorkflowExecution(workflow_id=child.workflow_id, run_id=run_id),
+                workflow_type={"name": child.workflow_type},
+            )
+        )
+    )
+    if event is not None:
+        child.started_event_id = event.event_id
+    workflow_task.schedule(m)
+
+
+def child_start_failed(m: Mutation, *, initiated_event_id: int, cause: int, initiated: HistoryEvent) -> None:
+    child = _child(m, initiated_event_id)
+    attrs = initiated.start_child_workflow_execution_initiated_event_attributes
+    del m.state.children[initiated_event_id]
+    m.add_external(
+        new_event(
+            StartChildWorkflowExecutionFailedEventAttributes(
+                namespace=m.state.namespace,
+                namespace_id=m.state.namespace_id,
+                workflow_id=child.workflow_id,
+                workflow_type=attrs.workflow_type,
+                cause=cause,
+                control=attrs.control,
+                initiated_event_id=initiated_event_id,
+                workflow_task_completed_event_id=attrs.workflow_task_completed_event_id,
+            )
+        )
+    )
+    workflow_task.schedule(m)
+
+
+def child_closed(m: Mutation, *, initiated_event_id: int, close: HistoryEvent) -> None:
+    """The child's run chain ended: record its outcome with the child's close event as the source."""
+    child = _child(m, initiated_event_id)
+    common = {
+        "namespace": m.state.namespace,
+        "namespace_id": m.state.namespace_id,
+        "workflow_execution": WorkflowExecution(workflow_id=child.workflow_id, run_id=child.run_id),
+        "workflow_type": {"name": child.workflow_type},
+        "initiated_event_id": initiated_event_id,
+        "started_event_id": child.started_event_id,
+    }
+    kind = close.event_type
+    if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+        source = close.workflow_execution_completed_event_attributes
+        attrs = ChildWorkflowExecutionCompletedEventAttributes(
+            result=source.result if source.HasField("result") else None, **common
+        )
+    elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+        source = close.workflow_execution_failed_event_attributes
+        attrs = ChildWorkflowExecutionFailedEventAttributes(
+            failure=source.failure, retry_state=source.retry_state, **common
+        )
+    elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+        source = close.workflow_execution_canceled_event_attributes
+        attrs = ChildWorkflowExecutionCanceledEventAttributes(
+            details=source.details if source.HasField("details") else None, **common
+        )
+    elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+        attrs = ChildWorkflowExecutionTimedOutEventAttributes(
+            retry_state=close.workflow_execution_timed_out_event_attributes.retry_state, **common
+        )
+    else:
+        attrs = ChildWorkflowExecutionTerminatedEventAttributes(**common)
+    del m.state.children[initiated_event_id]
+    m.add_external(new_event(attrs))
+    workflow_task.schedule(m)
+
+
+def signal_external(
+    m: Mutation, *, completed_event_id: int, attrs: SignalExternalWorkflowExecutionCommandAttributes
+) -> None:
+    _same_namespace(m, attrs.namespace, _BAD_SIGNAL)
+    if not attrs.execution.workflow_id:
+        raise CommandFailure(_BAD_SIGNAL, "Required field WorkflowId is not set on command.")
+    if not attrs.signal_name:
+        raise CommandFailure(_BAD_SIGNAL, "SignalName is not set on command.")
+    initiated = SignalExternalWorkflowExecutionInitiatedEventAttributes(
+        workflow_task_completed_event_id=completed_event_id,
+        namespace=m.state.namespace,
+        namespace_id=m.state.namespace_id,
+        workflow_execution=attrs.execution,
+        signal_name=attrs.signal_name,
+        input=attrs.input if attrs.HasField("input") else None,
+        control=attrs.control,
+        child_workflow_only=attrs.child_workflow_only,
+        header=attrs.header if attrs.HasField("header") else None,
+    )
+    event = m.add(new_event(initiated))
+    m.state.external_signals[event.event_id] = ExternalRequest(
+        initiated_event_id=event.event_id,
+        workflow_id=attrs.execution.workflow_id,
+        run_id=attrs.execution.run_id,
+        control=attrs.control,
+    )
+    m.transfer(TransferKind.SIGNAL_EXTERNAL, event.event_id, initiated.SerializeToString())
+
+
+def request_cancel_external(
+    m: Mutation, *, completed_event_id: int, attrs: RequestCancelExternalWorkflowExecutionCommandAttributes
+) -> None:
+    _same_namespace(m, attrs.namespace, _BAD_CANCEL)
+    if not attrs.workflow_id:
+        raise CommandFailure(_BAD_CANCEL, "Required field WorkflowId is not set on command.")
+    initiated = RequestCancelExternalWorkflowExecutionInitiatedEventAttributes(
+        workflow_task_completed_event_id=completed_event_id,
+        namespace=m.state.namespace,
+        namespace_id=m.state.namespace_id,
+        workflow_execution=WorkflowExecution(workflow_id=attrs.workflow_id, run_id=attrs.run_id),
+        control=attrs.control,
+        child_workflow_only=attrs.child_workflow_only,
+        reason=attrs.reason,
+    )
+    event = m.add(new_event(initiated))
+    m.state.external_cancels[event.event_id] = ExternalRequest(
+        initiated_event_id=event.event_id,
+        workflow_id=attrs.workflow_id,
+        run_id=attrs.run_id,
+        control=attrs.control,
+    )
+    m.transfer(TransferKind.CANCEL_EXTERNAL, event.event_id, initiated.SerializeToString())
+
+
+def external_outcome(m: Mutation, *, initiated_event_id: int, signal: bool, failed_cause: int = 0) -> None:
+    """Record how a signal or cancel request to another run went (failed_cause 0 means delivered)."""
+    pending = m.state.external_signals if signal else m.state.external_cancels
+    request = pending.get(initiated_event_id) if m.state.running else None
+    if request is None:
+        raise StaleTask("external request no longer pending")
+    del pending[initiated_event_id]
+    target = WorkflowExecution(workflow_id=request.workflow_id, run_id=request.run_id)
+    common = {
+        "namespace": m.state.namespace,
+        "namespace_id": m.state.namespace_id,
+        "workflow_execution": target,
+    }
+    if signal and not failed_cause:
+        attrs = ExternalWorkflowExecutionSignaledEventAttributes(
+            initiated_event_id=initiated_event_id, control=request.control, **common
+        )
+    elif signal:
+        attrs = SignalExternalWorkflowExecutionFailedEventAttributes(
+            cause=failed_cause, initiated_event_id=initiated_event_id, control=request.control, **common
+        )
+    elif not failed_cause:
+        attrs = ExternalWorkflowExecutionCancelRequestedEventAttributes(
+            initiated_event_id=initiated_event_id, **common
+        )
+    else:
+        attrs = RequestCancelExternalWorkflowExecutionFailedEventAttributes(
+            cause=failed_cause, initiated_event_id=initiated_event_id, control=request.control, **common
+        )
+    m.add_external(new_event(attrs))
+    workflow_task.schedule(m)
+
+
+def on_close(m: Mutation, close_event: HistoryEvent) -> None:
+    """Transfers a closing run owes others: its parent learns the outcome; children follow their policy."""
+    state = m.state
+    if (
+        state.parent is not None
+        and close_event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    ):
+        m.transfer(TransferKind.CHILD_CLOSED, close_event.event_id, close_event.SerializeToString())
+    for child in state.children.values():
+        if child.parent_close_policy in (
+            ParentClosePolicy.PARENT_CLOSE_POLICY_TERMINATE,
+            ParentClosePolicy.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+        ):
+            m.transfer(TransferKind.PARENT_CLOSE_POLICY, child.initiated_event_id)
