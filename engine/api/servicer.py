@@ -18,13 +18,20 @@ from temporalio.api.enums.v1 import (
     QueryResultType,
     TaskQueueKind,
     WorkflowExecutionStatus,
+    WorkflowIdConflictPolicy,
 )
-from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure, QueryFailedFailure
+from temporalio.api.errordetails.v1 import (
+    MultiOperationExecutionFailure,
+    NamespaceNotFoundFailure,
+    QueryFailedFailure,
+)
+from temporalio.api.failure.v1 import MultiOperationExecutionAborted
 from temporalio.api.history.v1 import History
 from temporalio.api.namespace.v1 import NamespaceConfig, NamespaceInfo
 from temporalio.api.query.v1 import QueryRejected
 from temporalio.api.replication.v1 import ClusterReplicationConfig, NamespaceReplicationConfig
 from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.update.v1 import UpdateRef
 from temporalio.api.workflow.v1 import (
     PendingActivityInfo,
     PendingChildExecutionInfo,
@@ -39,13 +46,15 @@ from engine import notify, tokens, validation
 from engine.api import dbthreads
 from engine.api.convert import dur, ts
 from engine.api.errors import rpc
-from engine.errors import DeadlineExceeded, InvalidArgument, NotFound
+from engine.errors import DeadlineExceeded, EngineError, InvalidArgument, NotFound
 from engine.history import activity as activity_rules
 from engine.history import lifecycle
+from engine.history import updates as update_rules
 from engine.history.mutation import TaskKind
 from engine.matching import queue
 from engine.persistence import store
 from engine.services import activity_tasks, queries, reads, workflow_tasks, workflows
+from engine.services import updates as update_services
 from tenants.models import Namespace
 from tenants.selectors import namespace_by_name
 
@@ -55,6 +64,7 @@ HISTORY_WAIT_SECONDS = 20.0
 DEFAULT_HISTORY_PAGE = 1000
 QUEUE_RECHECK_SECONDS = 5.0
 QUERY_WAIT_SECONDS = 20.0
+UPDATE_WAIT_SECONDS = 20.0
 STICKY_QUERY_SECONDS = 5.0
 RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
 
@@ -455,6 +465,113 @@ class WorkflowService(wss.WorkflowServiceServicer):
         )
         return rr.RespondQueryTaskCompletedResponse()
 
+    # --- updates ---------------------------------------------------------------------------------
+
+    @rpc
+    async def UpdateWorkflowExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        _validate_update(request)
+        status = await dbthreads.run(
+            update_services.update_admit,
+            namespace=namespace,
+            workflow_id=request.workflow_execution.workflow_id,
+            run_id=request.workflow_execution.run_id,
+            request=request.request,
+        )
+        return await _update_response(
+            context, namespace, request.request.meta.update_id, status, request.wait_policy
+        )
+
+    @rpc
+    async def PollWorkflowExecutionUpdate(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_id(request.update_ref.workflow_execution.workflow_id, "WorkflowId")
+        validation.run_id(request.update_ref.workflow_execution.run_id)
+        if not request.update_ref.update_id:
+            raise InvalidArgument("UpdateId is not set on request.")
+        status = await dbthreads.run(
+            update_services.update_status,
+            namespace=namespace,
+            workflow_id=request.update_ref.workflow_execution.workflow_id,
+            run_id=request.update_ref.workflow_execution.run_id,
+            update_id=request.update_ref.update_id,
+        )
+        response = await _update_response(
+            context, namespace, request.update_ref.update_id, status, request.wait_policy
+        )
+        return rr.PollWorkflowExecutionUpdateResponse(
+            outcome=response.outcome if response.HasField("outcome") else None,
+            stage=response.stage,
+            update_ref=response.update_ref,
+        )
+
+    @rpc
+    async def ExecuteMultiOperation(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        ops = request.operations
+        if len(ops) != 2 or not ops[0].HasField("start_workflow") or not ops[1].HasField("update_workflow"):
+            raise InvalidArgument(
+                "ExecuteMultiOperation takes exactly a StartWorkflow then an UpdateWorkflow operation."
+            )
+        start, update = ops[0].start_workflow, ops[1].update_workflow
+        try:
+            validation.start_request(start)
+            _validate_update(update)
+            if (
+                update.workflow_execution.workflow_id
+                and update.workflow_execution.workflow_id != start.workflow_id
+            ):
+                raise InvalidArgument("the update must target the workflow id the start names")
+            if start.cron_schedule or start.HasField("workflow_start_delay"):
+                raise InvalidArgument("update-with-start cannot use a cron schedule or a start delay")
+        except EngineError as e:
+            raise _multi_operation_error(e, failed=0) from None
+
+        def admit_new(m):  # type: ignore[no-untyped-def]
+            update_rules.admit(m, update.request)
+
+        def admit_running(execution):  # type: ignore[no-untyped-def]
+            workflows.signal_locked(execution, admit_new)
+
+        use_existing = (
+            start.workflow_id_conflict_policy
+            == WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+        )
+        try:
+            # The update is admitted in the start's own transaction, whether it starts a run or joins one.
+            started = await dbthreads.run(
+                workflows.workflow_start,
+                namespace=namespace,
+                request=start,
+                on_running=admit_running if use_existing else None,
+                signal=admit_new,
+            )
+        except EngineError as e:
+            raise _multi_operation_error(e, failed=0) from None
+        try:
+            status = await dbthreads.run(
+                update_services.update_status,
+                namespace=namespace,
+                workflow_id=start.workflow_id,
+                run_id=started.run_id,
+                update_id=update.request.meta.update_id,
+            )
+            update_response = await _update_response(
+                context, namespace, update.request.meta.update_id, status, update.wait_policy
+            )
+        except EngineError as e:
+            raise _multi_operation_error(e, failed=1) from None
+        return rr.ExecuteMultiOperationResponse(
+            responses=[
+                rr.ExecuteMultiOperationResponse.Response(
+                    start_workflow=rr.StartWorkflowExecutionResponse(
+                        run_id=started.run_id, started=started.started
+                    )
+                ),
+                rr.ExecuteMultiOperationResponse.Response(update_workflow=update_response),
+            ]
+        )
+
     @rpc
     async def ResetStickyTaskQueue(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
@@ -579,6 +696,72 @@ class WorkflowService(wss.WorkflowServiceServicer):
         return rr.ShutdownWorkerResponse()
 
 
+def _validate_update(request: rr.UpdateWorkflowExecutionRequest) -> None:
+    validation.require_id(request.workflow_execution.workflow_id, "WorkflowId")
+    validation.run_id(request.workflow_execution.run_id)
+    meta = request.request.meta
+    if not meta.update_id:
+        raise InvalidArgument("UpdateId is not set on request.")
+    if len(meta.update_id) > validation.MAX_ID_LENGTH:
+        raise InvalidArgument("UpdateId exceeds length limit.")
+    if not request.request.input.name:
+        raise InvalidArgument("Update name is not set on request.")
+    if request.request.input.HasField("args"):
+        validation.blob_size(request.request.input.args, "update args")
+
+
+async def _update_response(context, namespace, update_id, status, wait_policy):  # type: ignore[no-untyped-def]
+    """Wait (bounded) until the update reaches the stage asked for; answer with the stage reached."""
+    wanted = wait_policy.lifecycle_stage or update_rules.ACCEPTED
+    loop = asyncio.get_running_loop()
+    deadline = _deadline(context, UPDATE_WAIT_SECONDS)
+    with notify.hub.waiter(notify.run_key(status.execution.pk)) as waiter:
+        while status.stage < wanted:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            await waiter.wait(min(remaining, QUEUE_RECHECK_SECONDS))
+            waiter.rearm()
+            status = await dbthreads.run(
+                update_services.update_status,
+                namespace=namespace,
+                workflow_id=status.execution.workflow_id,
+                run_id=status.run_id,
+                update_id=update_id,
+            )
+    return rr.UpdateWorkflowExecutionResponse(
+        update_ref=UpdateRef(
+            workflow_execution=WorkflowExecution(
+                workflow_id=status.execution.workflow_id, run_id=status.run_id
+            ),
+            update_id=update_id,
+        ),
+        outcome=status.outcome,
+        stage=status.stage,
+    )
+
+
+def _multi_operation_error(error: EngineError, *, failed: int) -> EngineError:
+    """Temporal's shape for a failed multi-operation: one status per operation, the others aborted."""
+    statuses = []
+    for index in range(2):
+        if index == failed:
+            status = MultiOperationExecutionFailure.OperationStatus(
+                code=getattr(grpc.StatusCode, error.code).value[0], message=error.message
+            )
+            if error.details is not None:
+                status.details.add().Pack(error.details)
+        else:
+            status = MultiOperationExecutionFailure.OperationStatus(
+                code=grpc.StatusCode.ABORTED.value[0], message="Operation was aborted."
+            )
+            status.details.add().Pack(MultiOperationExecutionAborted())
+        statuses.append(status)
+    wrapped = type(error)(f"MultiOperation could not be executed: {error.message}")
+    wrapped.details = MultiOperationExecutionFailure(statuses=statuses)
+    return wrapped
+
+
 def _query_timeout_message(task_queue: str) -> str:
     return (
         f"query timed out: no worker answered it on task queue {task_queue!r}; "
@@ -696,6 +879,7 @@ async def _workflow_task_response(
         ),
         scheduled_time=ts(started.scheduled_time),
         started_time=ts(started.started_time),
+        messages=started.messages,
     )
 
 

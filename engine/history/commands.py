@@ -13,7 +13,7 @@ from temporalio.api.history.v1 import (
 )
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
-from engine.history import activity, children, lifecycle, timer
+from engine.history import activity, children, lifecycle, timer, updates
 from engine.history.errors import CommandFailure
 from engine.history.events import new_event
 from engine.history.mutation import Mutation
@@ -44,6 +44,7 @@ def apply_all(
     """
     outcome = Outcome()
     had_buffered = bool(m.state.buffered)
+    messages = {message.id: message for message in request.messages}
     for command in request.commands:
         if not m.state.running:
             break  # Temporal keeps the first close command and ignores what follows it.
@@ -53,7 +54,22 @@ def apply_all(
                 WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
                 "UnhandledCommand",
             )
+        if kind == CommandType.COMMAND_TYPE_PROTOCOL_MESSAGE:
+            # The command orders its message among the other commands' events.
+            message = messages.pop(command.protocol_message_command_attributes.message_id, None)
+            if message is None:
+                raise CommandFailure(
+                    WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_UPDATE_WORKFLOW_EXECUTION_MESSAGE,
+                    f"ProtocolMessageCommand refers to unknown message {command.protocol_message_command_attributes.message_id!r}",
+                )
+            updates.handle_message(m, message, completed_event_id=completed_event_id)
+            continue
         _apply(m, command, completed_event_id, request.identity, outcome)
+    for message in messages.values():
+        if m.state.running:
+            updates.handle_message(m, message, completed_event_id=completed_event_id)
+    if m.state.running and any(u.stage == updates.ADMITTED for u in m.state.updates.values()):
+        outcome.needs_workflow_task = True  # updates that arrived during the task still need delivering
     return outcome
 
 

@@ -29,7 +29,7 @@ from temporalio.api.history.v1 import (
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
-from engine.history import children, workflow_task
+from engine.history import children, updates, workflow_task
 from engine.history.errors import RunClosed, StaleTask
 from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TimerKind
@@ -281,6 +281,7 @@ def close(m: Mutation, status: int, event: HistoryEvent) -> None:
     state.close_time = m.now
     state.close_event_id = added.event_id
     children.on_close(m, added)
+    updates.on_close(state)
     state.workflow_task = None
     state.activities = {}
     state.timers = {}

@@ -82,6 +82,16 @@ class ExternalRequest(msgspec.Struct, kw_only=True):
     control: str = ""
 
 
+class UpdateInfo(msgspec.Struct, kw_only=True):
+    """An update from admission to its outcome (stage: Temporal's UpdateWorkflowExecutionLifecycleStage)."""
+
+    update_id: str
+    request: bytes
+    stage: int
+    accepted_event_id: int = 0
+    outcome: bytes = b""
+
+
 class ParentInfo(msgspec.Struct, kw_only=True):
     namespace: str
     namespace_id: str
@@ -139,6 +149,7 @@ class MutableState(msgspec.Struct, kw_only=True):
     children: dict[int, ChildInfo] = msgspec.field(default_factory=dict)
     external_signals: dict[int, ExternalRequest] = msgspec.field(default_factory=dict)
     external_cancels: dict[int, ExternalRequest] = msgspec.field(default_factory=dict)
+    updates: dict[str, UpdateInfo] = msgspec.field(default_factory=dict)
 
     @property
     def running(self) -> bool:

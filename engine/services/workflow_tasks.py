@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure, ServerFailureInfo
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.protocol.v1 import Message
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
 from engine.errors import InvalidArgument, NotFound
-from engine.history import completion, workflow_task
+from engine.history import completion, updates, workflow_task
 from engine.history.errors import CommandFailure, StaleTask
 from engine.history.mutation import Mutation, TaskKind
 from engine.history.state import WorkflowTaskInfo
@@ -42,6 +43,8 @@ class StartedWorkflowTask:
     transient_events: list[HistoryEvent]
     first_event_id: int = 1
     """Where the history sent to the worker starts: after the last completed task for a sticky worker."""
+    messages: list[Message] = field(default_factory=list)
+    """Protocol messages (update requests) delivered with the task."""
 
 
 def _started(
@@ -63,6 +66,7 @@ def _started(
         last_stored_event_id=state.next_event_id - 1,
         transient_events=workflow_task.transient_events(state),
         first_event_id=previous + 1 if sticky and previous else 1,
+        messages=updates.messages(state, wft.started_event_id),
     )
 
 

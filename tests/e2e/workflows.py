@@ -396,3 +396,35 @@ ALL_WORKFLOWS.extend(
         AbandonAndTerminateParentWorkflow,
     ]
 )
+
+
+@workflow.defn
+class UpdatableWorkflow:
+    """Holds a list; updates append to it (rejecting empty values) and return its length."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.done = False
+
+    @workflow.update
+    async def add(self, value: str) -> int:
+        await workflow.sleep(0.05)
+        self.items.append(value)
+        return len(self.items)
+
+    @add.validator
+    def check_add(self, value: str) -> None:
+        if not value:
+            raise ValueError("empty values are not allowed")
+
+    @workflow.signal
+    def finish(self) -> None:
+        self.done = True
+
+    @workflow.run
+    async def run(self) -> list[str]:
+        await workflow.wait_condition(lambda: self.done)
+        return self.items
+
+
+ALL_WORKFLOWS.append(UpdatableWorkflow)

@@ -1,0 +1,64 @@
+"""Workflow updates from clients: admit one (deduplicated by id) and read where it stands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from temporalio.api.update.v1 import Outcome, Request
+
+from engine.errors import NotFound
+from engine.history import updates
+from engine.history.mutation import Mutation
+from engine.models import Execution
+from engine.persistence import store
+from engine.services.update import run_update
+from tenants.models import Namespace
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateStatus:
+    execution: Execution
+    run_id: str
+    stage: int
+    outcome: Outcome | None
+
+
+def _status(execution: Execution, update_id: str, state) -> UpdateStatus:  # type: ignore[no-untyped-def]
+    info = state.updates.get(update_id)
+    if info is None:
+        raise NotFound(f"update {update_id!r} not found")
+    return UpdateStatus(
+        execution=execution,
+        run_id=execution.run_id,
+        stage=info.stage,
+        outcome=Outcome.FromString(info.outcome) if info.outcome else None,
+    )
+
+
+def update_admit(*, namespace: Namespace, workflow_id: str, run_id: str, request: Request) -> UpdateStatus:
+    """Admit the update to the run (or join the one with the same id).
+
+    Raises:
+        NotFound: no such run, or it has closed (unless this update already finished there).
+    """
+    execution = store.find_execution(namespace.id, workflow_id, run_id, lock=False)
+    state = store.decode_state(execution)
+    if request.meta.update_id in state.updates or not state.running:
+        if request.meta.update_id not in state.updates:
+            raise NotFound("workflow execution already completed")
+        return _status(execution, request.meta.update_id, state)
+
+    def admit(execution: Execution, m: Mutation) -> UpdateStatus:
+        if not m.state.running:
+            raise NotFound("workflow execution already completed")
+        updates.admit(m, request)
+        return _status(execution, request.meta.update_id, m.state)
+
+    return run_update(
+        namespace_id=namespace.id, workflow_id=workflow_id, run_id=execution.run_id, apply=admit
+    )
+
+
+def update_status(*, namespace: Namespace, workflow_id: str, run_id: str, update_id: str) -> UpdateStatus:
+    execution = store.find_execution(namespace.id, workflow_id, run_id, lock=False)
+    return _status(execution, update_id, store.decode_state(execution))
