@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from temporalio.api.command.v1 import Command
+from temporalio.api.common.v1 import Memo, SearchAttributes
 from temporalio.api.enums.v1 import CommandType, WorkflowTaskFailedCause
 from temporalio.api.history.v1 import (
     MarkerRecordedEventAttributes,
@@ -156,6 +157,17 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
         )
     elif kind == CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
         attrs = command.upsert_workflow_search_attributes_command_attributes
+        current = (
+            SearchAttributes.FromString(m.state.search_attributes)
+            if m.state.search_attributes
+            else SearchAttributes()
+        )
+        for key, value in attrs.search_attributes.indexed_fields.items():
+            if value.data in (b"", b"null"):
+                current.indexed_fields.pop(key, None)  # an empty value removes the attribute
+            else:
+                current.indexed_fields[key].CopyFrom(value)
+        m.state.search_attributes = current.SerializeToString()
         m.add(
             new_event(
                 UpsertWorkflowSearchAttributesEventAttributes(
@@ -166,6 +178,13 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
         )
     elif kind == CommandType.COMMAND_TYPE_MODIFY_WORKFLOW_PROPERTIES:
         attrs = command.modify_workflow_properties_command_attributes
+        memo = Memo.FromString(m.state.memo) if m.state.memo else Memo()
+        for key, value in attrs.upserted_memo.fields.items():
+            if value.data in (b"", b"null"):
+                memo.fields.pop(key, None)
+            else:
+                memo.fields[key].CopyFrom(value)
+        m.state.memo = memo.SerializeToString()
         m.add(
             new_event(
                 WorkflowPropertiesModifiedEventAttributes(

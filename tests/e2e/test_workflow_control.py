@@ -172,3 +172,17 @@ async def test_run_and_execution_timeouts(client, task_queue):
         assert last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT
         assert last.workflow_execution_timed_out_event_attributes.retry_state == retry_state
         assert (await handle.describe()).status == WorkflowExecutionStatus.TIMED_OUT
+
+
+async def test_memo_given_at_start_and_upserted_by_the_workflow(client, task_queue):
+    handle = await client.start_workflow(
+        w.MemoWorkflow.run, id=new_id(), task_queue=task_queue, memo={"stage": "one", "drop": "me", "keep": 1}
+    )
+    for _ in range(50):
+        memo = await (await handle.describe()).memo()
+        if memo.get("stage") == "two":
+            break
+        await asyncio.sleep(0.1)
+    assert memo == {"stage": "two", "keep": 1}
+    assert "WORKFLOW_PROPERTIES_MODIFIED" in await event_types(handle)
+    await handle.terminate()

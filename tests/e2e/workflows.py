@@ -428,3 +428,15 @@ class UpdatableWorkflow:
 
 
 ALL_WORKFLOWS.append(UpdatableWorkflow)
+
+
+@workflow.defn
+class MemoWorkflow:
+    @workflow.run
+    async def run(self) -> str:
+        workflow.upsert_memo({"stage": "two", "drop": None})
+        await workflow.sleep(3600)
+        return "done"
+
+
+ALL_WORKFLOWS.append(MemoWorkflow)
