@@ -684,6 +684,64 @@ class WorkflowService(wss.WorkflowServiceServicer):
         )
         return rr.RespondActivityTaskCanceledResponse()
 
+    # --- activities completed from outside the worker, by id -------------------------------------
+
+    @rpc
+    async def RecordActivityTaskHeartbeatById(self, request, context):  # noqa: N802
+        namespace, token = await _activity_by_id(request)
+        if request.HasField("details"):
+            validation.blob_size(request.details, "heartbeat details")
+        cancel = await dbthreads.run(
+            activity_tasks.activity_heartbeat,
+            namespace=namespace,
+            token=token,
+            details=request.details if request.HasField("details") else None,
+        )
+        return rr.RecordActivityTaskHeartbeatByIdResponse(cancel_requested=cancel)
+
+    @rpc
+    async def RespondActivityTaskCompletedById(self, request, context):  # noqa: N802
+        namespace, token = await _activity_by_id(request)
+        if request.HasField("result"):
+            validation.blob_size(request.result, "result")
+        await dbthreads.run(
+            activity_tasks.activity_complete,
+            namespace=namespace,
+            token=token,
+            result=request.result if request.HasField("result") else None,
+            identity=request.identity,
+        )
+        return rr.RespondActivityTaskCompletedByIdResponse()
+
+    @rpc
+    async def RespondActivityTaskFailedById(self, request, context):  # noqa: N802
+        namespace, token = await _activity_by_id(request)
+        if not request.HasField("failure"):
+            raise InvalidArgument("Failure is not set on request.")
+        await dbthreads.run(
+            activity_tasks.activity_fail,
+            namespace=namespace,
+            token=token,
+            failure=request.failure,
+            identity=request.identity,
+            last_heartbeat_details=request.last_heartbeat_details
+            if request.HasField("last_heartbeat_details")
+            else None,
+        )
+        return rr.RespondActivityTaskFailedByIdResponse()
+
+    @rpc
+    async def RespondActivityTaskCanceledById(self, request, context):  # noqa: N802
+        namespace, token = await _activity_by_id(request)
+        await dbthreads.run(
+            activity_tasks.activity_canceled,
+            namespace=namespace,
+            token=token,
+            details=request.details if request.HasField("details") else None,
+            identity=request.identity,
+        )
+        return rr.RespondActivityTaskCanceledByIdResponse()
+
     @rpc
     async def ShutdownWorker(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
@@ -694,6 +752,21 @@ class WorkflowService(wss.WorkflowServiceServicer):
                 sticky_queue=request.sticky_task_queue,
             )
         return rr.ShutdownWorkerResponse()
+
+
+async def _activity_by_id(request):  # type: ignore[no-untyped-def]
+    namespace = await _namespace(request.namespace)
+    validation.require_id(request.workflow_id, "WorkflowId")
+    validation.run_id(request.run_id)
+    validation.require_id(request.activity_id, "ActivityId")
+    token = await dbthreads.run(
+        activity_tasks.token_for,
+        namespace=namespace,
+        workflow_id=request.workflow_id,
+        run_id=request.run_id,
+        activity_id=request.activity_id,
+    )
+    return namespace, token
 
 
 def _validate_update(request: rr.UpdateWorkflowExecutionRequest) -> None:

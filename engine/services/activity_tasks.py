@@ -17,6 +17,7 @@ from engine.history.mutation import Mutation, TaskKind
 from engine.history.state import ActivityInfo
 from engine.matching import queue
 from engine.models import Execution, Task
+from engine.persistence import store
 from engine.services.update import run_update
 from engine.tokens import TaskToken
 from tenants.models import Namespace
@@ -142,4 +143,27 @@ def activity_canceled(
             details=details,
             identity=identity,
         ),
+    )
+
+
+def token_for(*, namespace: Namespace, workflow_id: str, run_id: str, activity_id: str) -> TaskToken:
+    """The token of a started activity named by id (for completion from outside the worker).
+
+    Raises:
+        NotFound: no such run or activity, or it is not running an attempt right now.
+    """
+    execution = store.find_execution(namespace.id, workflow_id, run_id, lock=False)
+    state = store.decode_state(execution)
+    if not state.running:
+        raise NotFound("workflow execution already completed")
+    info = state.activity_by_id(activity_id)
+    if info is None or info.started_time is None:
+        raise NotFound(TASK_NOT_FOUND)
+    return TaskToken(
+        namespace_id=str(namespace.id),
+        workflow_id=execution.workflow_id,
+        run_id=execution.run_id,
+        scheduled_event_id=info.scheduled_event_id,
+        attempt=info.attempt,
+        activity_id=activity_id,
     )

@@ -109,3 +109,18 @@ async def test_heartbeat_timeout_carries_last_details(client, task_queue):
     assert isinstance(timeout, TimeoutError)
     assert timeout.type == TimeoutType.HEARTBEAT
     assert list(timeout.last_heartbeat_details) == ["hb-detail-1"]
+
+
+async def test_async_activity_completed_by_id(client, task_queue):
+    import asyncio
+
+    handle = await client.start_workflow(w.AsyncActivityWorkflow.run, id=new_id(), task_queue=task_queue)
+    external = client.get_async_activity_handle(workflow_id=handle.id, run_id=None, activity_id="external")
+    for _ in range(50):
+        try:
+            await external.heartbeat("still going")
+            break
+        except Exception:  # noqa: BLE001 - not started yet
+            await asyncio.sleep(0.1)
+    await external.complete("done from outside")
+    assert await handle.result() == "done from outside"

@@ -440,3 +440,22 @@ class MemoWorkflow:
 
 
 ALL_WORKFLOWS.append(MemoWorkflow)
+
+
+@activity.defn
+async def complete_later() -> str:
+    """Hands its completion to someone else (the test), by id."""
+    activity.raise_complete_async()
+
+
+@workflow.defn
+class AsyncActivityWorkflow:
+    @workflow.run
+    async def run(self) -> str:
+        return await workflow.execute_activity(
+            complete_later, start_to_close_timeout=timedelta(seconds=30), activity_id="external"
+        )
+
+
+ALL_WORKFLOWS.append(AsyncActivityWorkflow)
+ALL_ACTIVITIES.append(complete_later)
