@@ -12,8 +12,14 @@ from temporalio.api.command.v1 import (
     FailWorkflowExecutionCommandAttributes,
 )
 from temporalio.api.common.v1 import Memo, Payloads, SearchAttributes, WorkflowExecution, WorkflowType
-from temporalio.api.enums.v1 import RetryState, TaskQueueKind, WorkflowExecutionStatus
-from temporalio.api.failure.v1 import Failure
+from temporalio.api.enums.v1 import (
+    ContinueAsNewInitiator,
+    RetryState,
+    TaskQueueKind,
+    TimeoutType,
+    WorkflowExecutionStatus,
+)
+from temporalio.api.failure.v1 import Failure, TimeoutFailureInfo
 from temporalio.api.history.v1 import (
     HistoryEvent,
     WorkflowExecutionCanceledEventAttributes,
@@ -29,7 +35,7 @@ from temporalio.api.history.v1 import (
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
-from engine.history import children, updates, workflow_task
+from engine.history import children, retry, updates, workflow_task
 from engine.history.errors import RunClosed, StaleTask
 from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TimerKind
@@ -72,6 +78,7 @@ class Continuation:
     execution_timeout: float
     continued_failure: Failure | None = None
     last_completion_result: Payloads | None = None
+    attempt: int = 1
 
 
 def start(
@@ -148,6 +155,9 @@ def start(
         priority=request.priority if request.HasField("priority") else None,
         first_workflow_task_backoff=duration(first_task_backoff),
     )
+    if continuation is not None:
+        attrs.attempt = continuation.attempt
+        state.attempt = continuation.attempt
     if parent is not None:
         attrs.parent_workflow_namespace = parent.namespace
         attrs.parent_workflow_namespace_id = parent.namespace_id
@@ -167,6 +177,7 @@ def start(
             attrs.last_completion_result.CopyFrom(continuation.last_completion_result)
     if state.execution_expiration is not None:
         attrs.workflow_execution_expiration_time.FromDatetime(state.execution_expiration)
+    state.start_attrs = attrs.SerializeToString()
     m.add(new_event(attrs))
     if first_task_backoff > 0:
         m.timer(TimerKind.WORKFLOW_BACKOFF, execution_time)
@@ -359,14 +370,33 @@ def run_timeout(m: Mutation) -> None:
     if state.run_expiration is not None and state.run_expiration > m.now:
         raise StaleTask("run timeout not yet due")
     workflow_task.fail_for_close(m)
-    # Reaching the execution's own deadline is a timeout of the whole chain; a run timeout alone is not.
+    # Reaching the execution's own deadline is a timeout of the whole chain; a run timeout alone is not,
+    # and the retry policy (if any) decides whether another attempt starts.
     expired = state.execution_expiration is not None and state.execution_expiration <= m.now
-    retry_state = RetryState.RETRY_STATE_TIMEOUT if expired else RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET
+    failure = Failure(
+        message="workflow timeout",
+        source="Server",
+        timeout_failure_info=TimeoutFailureInfo(timeout_type=TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE),
+    )
+    decision = None if expired else _retry_decision(m, failure)
+    if expired:
+        retry_state = RetryState.RETRY_STATE_TIMEOUT
+    else:
+        retry_state = (
+            decision.retry_state if decision is not None else RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET
+        )
+    new_run_id = m.new_run_id() if decision is not None and decision.retry else ""
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TIMED_OUT,
-        new_event(WorkflowExecutionTimedOutEventAttributes(retry_state=retry_state)),
+        new_event(
+            WorkflowExecutionTimedOutEventAttributes(retry_state=retry_state, new_execution_run_id=new_run_id)
+        ),
     )
+    if new_run_id:
+        assert decision is not None
+        state.new_execution_run_id = new_run_id
+        m.continued = _retry_run(m, new_run_id=new_run_id, failure=failure, delay=decision.delay)
 
 
 def complete(
@@ -384,18 +414,90 @@ def complete(
     )
 
 
+def _retry_decision(m: Mutation, failure: Failure) -> retry.RetryDecision | None:
+    """What the run's retry policy says about this failure (None: the run has no retry policy)."""
+    state = m.state
+    started = (
+        WorkflowExecutionStartedEventAttributes.FromString(state.start_attrs) if state.start_attrs else None
+    )
+    if started is None or not started.HasField("retry_policy"):
+        return None
+    try:
+        policy = retry.normalized(started.retry_policy)
+    except retry.RetryPolicyError:
+        return None
+    return retry.decide(
+        policy=policy,
+        attempt=state.attempt,
+        failure=failure,
+        now=m.now,
+        expiration=state.execution_expiration,
+    )
+
+
+def _retry_run(m: Mutation, *, new_run_id: str, failure: Failure, delay: float) -> Mutation:
+    """The next attempt of this run: same input and options, attempt + 1, after the policy's backoff."""
+    state = m.state
+    started = WorkflowExecutionStartedEventAttributes.FromString(state.start_attrs)
+    request = StartWorkflowExecutionRequest(
+        namespace=state.namespace,
+        workflow_id=state.workflow_id,
+        workflow_type=started.workflow_type,
+        task_queue=TaskQueue(name=state.task_queue),
+        input=started.input if started.HasField("input") else None,
+        workflow_run_timeout=duration(state.run_timeout),
+        workflow_task_timeout=duration(state.workflow_task_timeout),
+        workflow_execution_timeout=duration(state.execution_timeout),
+        identity=started.identity,
+        request_id=new_run_id,
+        retry_policy=started.retry_policy,
+        header=started.header if started.HasField("header") else None,
+        memo=Memo.FromString(state.memo) if state.memo else None,
+        search_attributes=SearchAttributes.FromString(state.search_attributes)
+        if state.search_attributes
+        else None,
+    )
+    return start(
+        namespace_id=state.namespace_id,
+        namespace=state.namespace,
+        run_id=new_run_id,
+        request=request,
+        now=m.now,
+        continuation=Continuation(
+            previous_run_id=state.run_id,
+            first_run_id=state.first_run_id,
+            initiator=ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_RETRY,
+            execution_expiration=state.execution_expiration,
+            execution_timeout=state.execution_timeout,
+            continued_failure=failure,
+            attempt=state.attempt + 1,
+        ),
+        first_task_backoff=delay,
+        parent=state.parent,
+    )
+
+
 def fail(m: Mutation, *, completed_event_id: int, attrs: FailWorkflowExecutionCommandAttributes) -> None:
+    decision = _retry_decision(m, attrs.failure)
+    new_run_id = m.new_run_id() if decision is not None and decision.retry else ""
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_FAILED,
         new_event(
             WorkflowExecutionFailedEventAttributes(
                 failure=attrs.failure,
-                retry_state=RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET,
+                retry_state=decision.retry_state
+                if decision is not None
+                else RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET,
                 workflow_task_completed_event_id=completed_event_id,
+                new_execution_run_id=new_run_id,
             )
         ),
     )
+    if new_run_id:
+        assert decision is not None
+        m.state.new_execution_run_id = new_run_id
+        m.continued = _retry_run(m, new_run_id=new_run_id, failure=attrs.failure, delay=decision.delay)
 
 
 def cancel(m: Mutation, *, completed_event_id: int, attrs: CancelWorkflowExecutionCommandAttributes) -> None:

@@ -145,6 +145,10 @@ class MutableState(msgspec.Struct, kw_only=True):
     state_transitions: int = 0
     memo: bytes = b""
     search_attributes: bytes = b""
+    attempt: int = 1
+    """The workflow retry attempt of this run (its retry policy starts the next one)."""
+    start_attrs: bytes = b""
+    """The WorkflowExecutionStartedEventAttributes, serialised: what a retry starts again with."""
     parent: ParentInfo | None = None
     children: dict[int, ChildInfo] = msgspec.field(default_factory=dict)
     external_signals: dict[int, ExternalRequest] = msgspec.field(default_factory=dict)

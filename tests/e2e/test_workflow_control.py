@@ -186,3 +186,28 @@ async def test_memo_given_at_start_and_upserted_by_the_workflow(client, task_que
     assert memo == {"stage": "two", "keep": 1}
     assert "WORKFLOW_PROPERTIES_MODIFIED" in await event_types(handle)
     await handle.terminate()
+
+
+async def test_workflow_retry_policy(client, task_queue):
+    from datetime import timedelta
+
+    from temporalio.api.enums.v1 import ContinueAsNewInitiator, RetryState
+    from temporalio.common import RetryPolicy
+
+    workflow_id = new_id()
+    handle = await client.start_workflow(
+        w.RetriedWorkflow.run,
+        id=workflow_id,
+        task_queue=task_queue,
+        retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=5),
+    )
+    assert await handle.result() == "attempt 3"
+    first = client.get_workflow_handle(workflow_id, run_id=handle.result_run_id)
+    failed = (await events(first))[-1].workflow_execution_failed_event_attributes
+    assert failed.retry_state == RetryState.RETRY_STATE_IN_PROGRESS
+    second = client.get_workflow_handle(workflow_id, run_id=failed.new_execution_run_id)
+    started = (await events(second))[0].workflow_execution_started_event_attributes
+    assert started.attempt == 2
+    assert started.initiator == ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_RETRY
+    assert started.continued_failure.message == "attempt 1 fails"
+    assert started.first_execution_run_id == handle.result_run_id

@@ -459,3 +459,18 @@ class AsyncActivityWorkflow:
 
 ALL_WORKFLOWS.append(AsyncActivityWorkflow)
 ALL_ACTIVITIES.append(complete_later)
+
+
+@workflow.defn
+class RetriedWorkflow:
+    """Fails on its first two attempts; the server's retry policy starts the next ones."""
+
+    @workflow.run
+    async def run(self) -> str:
+        attempt = workflow.info().attempt
+        if attempt < 3:
+            raise ApplicationError(f"attempt {attempt} fails")
+        return f"attempt {attempt}"
+
+
+ALL_WORKFLOWS.append(RetriedWorkflow)
