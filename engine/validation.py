@@ -53,6 +53,25 @@ def blob_size(message: Message | None, name: str) -> None:
         )
 
 
+def command_payloads(command: Message) -> None:
+    """Every payload a workflow command carries (input, result, details, marker details) is within the limit."""
+    which = command.WhichOneof("attributes")
+    if not which:
+        return
+    for field, value in getattr(command, which).ListFields():
+        if field.message_type is None:
+            continue
+        if field.message_type.full_name == "temporal.api.common.v1.Payloads":
+            blob_size(value, field.name)
+        elif field.message_type.GetOptions().map_entry:
+            for item in value.values():
+                if (
+                    getattr(item, "DESCRIPTOR", None) is not None
+                    and item.DESCRIPTOR.full_name == "temporal.api.common.v1.Payloads"
+                ):
+                    blob_size(item, field.name)
+
+
 def retry_policy(message: Message, field: str = "retry_policy") -> None:
     if message.HasField(field):
         try:

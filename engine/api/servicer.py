@@ -370,11 +370,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
         namespace = await _namespace(request.namespace)
         token = _token(namespace, request.task_token)
         for command in request.commands:
-            which = command.WhichOneof("attributes")
-            attrs = getattr(command, which) if which else None
-            for field in ("input", "result", "details"):
-                if attrs is not None and field in attrs.DESCRIPTOR.fields_by_name and attrs.HasField(field):
-                    validation.blob_size(getattr(attrs, field), field)
+            validation.command_payloads(command)
         result = await dbthreads.run(
             workflow_tasks.workflow_task_complete, namespace=namespace, token=token, request=request
         )

@@ -124,3 +124,14 @@ async def test_async_activity_completed_by_id(client, task_queue):
             await asyncio.sleep(0.1)
     await external.complete("done from outside")
     assert await handle.result() == "done from outside"
+
+
+async def test_local_activities_and_patches_are_markers(client, task_queue):
+    handle = await client.start_workflow(
+        w.LocalActivityWorkflow.run, new_id("flaky-local"), id=new_id(), task_queue=task_queue
+    )
+    assert await handle.result() == ["hello local", "ok after 3", "True"]
+    markers = [e for e in await events(handle) if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
+    names = [m.marker_recorded_event_attributes.marker_name for m in markers]
+    assert names.count("core_local_activity") == 2
+    assert names.count("core_patch") == 1

@@ -474,3 +474,25 @@ class RetriedWorkflow:
 
 
 ALL_WORKFLOWS.append(RetriedWorkflow)
+
+
+@workflow.defn
+class LocalActivityWorkflow:
+    """Local activities (one retried) and a patch: recorded as markers."""
+
+    @workflow.run
+    async def run(self, key: str) -> list[str]:
+        patched = workflow.patched("perdura-patch")
+        first = await workflow.execute_local_activity(
+            greet, "local", start_to_close_timeout=timedelta(seconds=5)
+        )
+        second = await workflow.execute_local_activity(
+            flaky,
+            key,
+            start_to_close_timeout=timedelta(seconds=5),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=50)),
+        )
+        return [first, second, str(patched)]
+
+
+ALL_WORKFLOWS.append(LocalActivityWorkflow)
