@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateStage
 
 from tests.support import servers
 from tests.support.crash_workflows import CrashWorkflow
@@ -134,3 +134,35 @@ async def test_dev_server_restart_resumes_open_runs(tmp_path):
         finally:
             sdk_worker.kill()
             sdk_worker.wait()
+
+
+async def test_worker_killed_during_an_update_a_child_and_after_continue_as_new(dev_server, tmp_path):
+    """Each stage runs an activity that hangs on its first attempt; the worker is killed there each time."""
+    from tests.support.crash_workflows import CrashEverythingWorkflow
+
+    client = await Client.connect(dev_server.address)
+    queue = f"crash-{uuid.uuid4()}"
+    log = tmp_path / "activities.log"
+    workers = [spawn_worker(dev_server.address, queue, tmp_path / "w0.log")]
+    try:
+        handle = await client.start_workflow(
+            CrashEverythingWorkflow.run, args=[str(log), 0], id=f"crash-{uuid.uuid4()}", task_queue=queue
+        )
+        update = await handle.start_update(
+            CrashEverythingWorkflow.apply, str(log), wait_for_stage=WorkflowUpdateStage.ACCEPTED
+        )
+        for stage, line in enumerate(("u 1", "child 1", "after-can 1")):
+            await wait_for_line(log, line)
+            workers[-1].kill()
+            workers[-1].wait()
+            workers.append(spawn_worker(dev_server.address, queue, tmp_path / f"w{stage + 1}.log"))
+            if line == "u 1":
+                assert await asyncio.wait_for(update.result(), timeout=40) == "u"
+        assert await asyncio.wait_for(handle.result(), timeout=60) == "after-can (generation 1)"
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    counts = executions(log)
+    assert counts == Counter({"u": 2, "child": 2, "after-can": 2})

@@ -11,13 +11,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from tests.support.crash_workflows import CrashWorkflow, record, record_slow_first  # noqa: E402
+from tests.support.crash_workflows import (  # noqa: E402
+    CrashChildWorkflow,
+    CrashEverythingWorkflow,
+    CrashWorkflow,
+    record,
+    record_slow_first,
+)
 
 
 async def main(address: str, task_queue: str) -> None:
     client = await Client.connect(address)
     async with Worker(
-        client, task_queue=task_queue, workflows=[CrashWorkflow], activities=[record, record_slow_first]
+        client,
+        task_queue=task_queue,
+        workflows=[CrashWorkflow, CrashChildWorkflow, CrashEverythingWorkflow],
+        activities=[record, record_slow_first],
     ):
         print("worker ready", flush=True)
         await asyncio.Event().wait()

@@ -51,3 +51,49 @@ class CrashWorkflow:
         await workflow.sleep(1)
         done.append(await workflow.execute_activity(record, args=[log, "c"], **options))
         return done + self.signals
+
+
+@workflow.defn
+class CrashChildWorkflow:
+    @workflow.run
+    async def run(self, log: str, name: str) -> str:
+        return await workflow.execute_activity(
+            record_slow_first,
+            args=[log, name],
+            start_to_close_timeout=timedelta(seconds=3),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100)),
+        )
+
+
+@workflow.defn
+class CrashEverythingWorkflow:
+    """An update whose handler runs an activity, a child, then a continue-as-new: each crash-tested."""
+
+    def __init__(self) -> None:
+        self.updated = ""
+
+    @workflow.update
+    async def apply(self, log: str) -> str:
+        self.updated = await workflow.execute_activity(
+            record_slow_first,
+            args=[log, "u"],
+            start_to_close_timeout=timedelta(seconds=3),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100)),
+        )
+        return self.updated
+
+    @workflow.run
+    async def run(self, log: str, generation: int) -> str:
+        if generation == 0:
+            await workflow.wait_condition(lambda: bool(self.updated))
+            await workflow.execute_child_workflow(
+                CrashChildWorkflow.run, args=[log, "child"], id=f"{workflow.info().workflow_id}-child"
+            )
+            workflow.continue_as_new(args=[log, 1])
+        last = await workflow.execute_activity(
+            record_slow_first,
+            args=[log, "after-can"],
+            start_to_close_timeout=timedelta(seconds=3),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100)),
+        )
+        return f"{last} (generation {generation})"
