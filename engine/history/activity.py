@@ -20,7 +20,7 @@ from temporalio.api.history.v1 import (
 from temporalio.api.taskqueue.v1 import TaskQueue
 
 from engine.errors import InvalidArgument
-from engine.history import retry, workflow_task
+from engine.history import limits, retry, workflow_task
 from engine.history.errors import CommandFailure, RunClosed, StaleTask
 from engine.history.events import duration, new_event, seconds, string_payloads
 from engine.history.mutation import Mutation, TaskKind, TimerKind
@@ -94,6 +94,11 @@ def schedule(m: Mutation, *, completed_event_id: int, attrs: ScheduleActivityTas
         raise CommandFailure(_BAD_ATTRS, "ActivityId exceeds length limit.")
     if not attrs.activity_type.name:
         raise CommandFailure(_BAD_ATTRS, "ActivityType is not set on ScheduleActivityTaskCommand.")
+    if len(state.activities) >= limits.PENDING_ACTIVITIES:
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_PENDING_ACTIVITIES_LIMIT_EXCEEDED,
+            f"the workflow already has {limits.PENDING_ACTIVITIES} pending activities, the most a run may have",
+        )
     if state.activity_by_id(attrs.activity_id) is not None:
         raise CommandFailure(
             WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_SCHEDULE_ACTIVITY_DUPLICATE_ID,

@@ -33,7 +33,7 @@ from temporalio.api.history.v1 import (
 )
 from temporalio.api.taskqueue.v1 import TaskQueue
 
-from engine.history import workflow_task
+from engine.history import limits, workflow_task
 from engine.history.errors import CommandFailure, StaleTask
 from engine.history.events import new_event
 from engine.history.mutation import Mutation, TransferKind
@@ -64,6 +64,11 @@ def start_child(
         raise CommandFailure(_BAD_CHILD, "Required field WorkflowType is not set on command.")
     if attrs.cron_schedule:
         raise CommandFailure(_BAD_CHILD, "cron_schedule is not supported by Perdura yet.")
+    if len(state.children) >= limits.PENDING_CHILDREN:
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_PENDING_CHILD_WORKFLOWS_LIMIT_EXCEEDED,
+            f"the workflow already has {limits.PENDING_CHILDREN} pending child workflows, the most a run may have",
+        )
     initiated = StartChildWorkflowExecutionInitiatedEventAttributes(
         namespace=state.namespace,
         namespace_id=state.namespace_id,
@@ -189,6 +194,11 @@ def signal_external(
         raise CommandFailure(_BAD_SIGNAL, "Required field WorkflowId is not set on command.")
     if not attrs.signal_name:
         raise CommandFailure(_BAD_SIGNAL, "SignalName is not set on command.")
+    if len(m.state.external_signals) >= limits.PENDING_SIGNALS:
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_PENDING_SIGNALS_LIMIT_EXCEEDED,
+            f"the workflow already has {limits.PENDING_SIGNALS} pending external signals, the most a run may have",
+        )
     initiated = SignalExternalWorkflowExecutionInitiatedEventAttributes(
         workflow_task_completed_event_id=completed_event_id,
         namespace=m.state.namespace,
@@ -216,6 +226,11 @@ def request_cancel_external(
     _same_namespace(m, attrs.namespace, _BAD_CANCEL)
     if not attrs.workflow_id:
         raise CommandFailure(_BAD_CANCEL, "Required field WorkflowId is not set on command.")
+    if len(m.state.external_cancels) >= limits.PENDING_CANCEL_REQUESTS:
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_PENDING_REQUEST_CANCEL_LIMIT_EXCEEDED,
+            f"the workflow already has {limits.PENDING_CANCEL_REQUESTS} pending cancel requests, the most a run may have",
+        )
     initiated = RequestCancelExternalWorkflowExecutionInitiatedEventAttributes(
         workflow_task_completed_event_id=completed_event_id,
         namespace=m.state.namespace,

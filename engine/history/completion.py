@@ -8,7 +8,7 @@ from uuid import uuid4
 from temporalio.api.history.v1 import WorkflowTaskCompletedEventAttributes
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
-from engine.history import activity, commands, workflow_task
+from engine.history import activity, commands, lifecycle, limits, workflow_task
 from engine.history.errors import StaleTask
 from engine.history.events import new_event, seconds
 from engine.history.mutation import Mutation, TaskKind, TimerKind
@@ -23,6 +23,14 @@ class Completed:
 
     activities: list[ActivityInfo] = field(default_factory=list)
     workflow_task: WorkflowTaskInfo | None = None
+
+
+def _history_limit_exceeded(state) -> str:  # type: ignore[no-untyped-def]
+    if state.next_event_id - 1 > limits.HISTORY_COUNT_LIMIT:
+        return limits.HISTORY_COUNT_EXCEEDED
+    if state.history_size > limits.HISTORY_SIZE_LIMIT:
+        return limits.HISTORY_SIZE_EXCEEDED
+    return ""
 
 
 def complete(
@@ -72,6 +80,11 @@ def complete(
     else:
         state.sticky_queue = ""
         state.sticky_timeout = 0.0
+    over = _history_limit_exceeded(state)
+    if over:
+        # Temporal ends a run whose history outgrew its limits rather than let it grow further.
+        lifecycle.terminate(m, reason=over, details=None, identity=workflow_task.HISTORY_SERVICE_IDENTITY)
+        return Completed()
     outcome = commands.apply_all(m, completed_event_id=completed.event_id, request=request)
     result = Completed()
     for scheduled_event_id in outcome.eager_activities:

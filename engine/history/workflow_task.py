@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from temporalio.api.enums.v1 import TaskQueueKind, TimeoutType, WorkflowTaskFailedCause
+from temporalio.api.enums.v1 import (
+    SuggestContinueAsNewReason,
+    TaskQueueKind,
+    TimeoutType,
+    WorkflowTaskFailedCause,
+)
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import (
     HistoryEvent,
@@ -15,6 +20,7 @@ from temporalio.api.history.v1 import (
 )
 from temporalio.api.taskqueue.v1 import TaskQueue
 
+from engine.history import limits
 from engine.history.errors import StaleTask
 from engine.history.events import duration, new_event
 from engine.history.mutation import Mutation, TaskKind, TimerKind
@@ -51,12 +57,19 @@ def _scheduled_event(state: MutableState, wft: WorkflowTaskInfo) -> HistoryEvent
 
 
 def _started_event(state: MutableState, wft: WorkflowTaskInfo, history_size: int) -> HistoryEvent:
+    reasons = []
+    if history_size >= limits.HISTORY_SIZE_SUGGEST_CONTINUE_AS_NEW:
+        reasons.append(SuggestContinueAsNewReason.SUGGEST_CONTINUE_AS_NEW_REASON_HISTORY_SIZE_TOO_LARGE)
+    if state.next_event_id - 1 >= limits.HISTORY_COUNT_SUGGEST_CONTINUE_AS_NEW:
+        reasons.append(SuggestContinueAsNewReason.SUGGEST_CONTINUE_AS_NEW_REASON_TOO_MANY_HISTORY_EVENTS)
     return new_event(
         WorkflowTaskStartedEventAttributes(
             scheduled_event_id=wft.scheduled_event_id,
             identity=wft.identity,
             request_id=wft.request_id,
             history_size_bytes=history_size,
+            suggest_continue_as_new=bool(reasons),
+            suggest_continue_as_new_reasons=reasons,
         )
     )
 
