@@ -340,6 +340,47 @@ class WorkflowService(wss.WorkflowServiceServicer):
             history=History(events=events), next_page_token=token(next_id) if more else b""
         )
 
+    @rpc
+    async def GetWorkflowExecutionHistoryReverse(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_id(request.execution.workflow_id, "WorkflowId")
+        validation.run_id(request.execution.run_id)
+        snap = await dbthreads.run(
+            reads.run_snapshot,
+            namespace_id=namespace.id,
+            workflow_id=request.execution.workflow_id,
+            run_id=request.execution.run_id,
+        )
+        before = snap.execution.next_event_id
+        if request.next_page_token:
+            try:
+                before = int(request.next_page_token.decode())
+            except ValueError:
+                raise InvalidArgument("Invalid NextPageToken.") from None
+        events = await dbthreads.run(
+            reads.history_reverse_page,
+            snap.execution,
+            before_event_id=before,
+            page_size=request.maximum_page_size or DEFAULT_HISTORY_PAGE,
+        )
+        oldest = events[-1].event_id if events else 1
+        return rr.GetWorkflowExecutionHistoryReverseResponse(
+            history=History(events=events), next_page_token=str(oldest).encode() if oldest > 1 else b""
+        )
+
+    @rpc
+    async def DeleteWorkflowExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        validation.require_id(request.workflow_execution.workflow_id, "WorkflowId")
+        validation.run_id(request.workflow_execution.run_id)
+        await dbthreads.run(
+            workflows.workflow_delete,
+            namespace=namespace,
+            workflow_id=request.workflow_execution.workflow_id,
+            run_id=request.workflow_execution.run_id,
+        )
+        return rr.DeleteWorkflowExecutionResponse()
+
     # --- workflow tasks ----------------------------------------------------------------------
 
     @rpc

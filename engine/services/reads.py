@@ -56,3 +56,11 @@ def close_event(execution: Execution) -> HistoryEvent | None:
     ):
         return event
     return None
+
+
+def history_reverse_page(execution: Execution, *, before_event_id: int, page_size: int) -> list[HistoryEvent]:
+    """Up to `page_size` events just below `before_event_id`, newest first."""
+    first = max(before_event_id - page_size, 1)
+    events = list(store.history_events(execution, first_event_id=first, last_event_id=before_event_id - 1))
+    events.reverse()
+    return events

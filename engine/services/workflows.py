@@ -18,7 +18,7 @@ from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailur
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
 from engine import ids
-from engine.errors import AlreadyExists, InvalidArgument
+from engine.errors import AlreadyExists, InvalidArgument, NotFound
 from engine.history import lifecycle
 from engine.history.mutation import Mutation
 from engine.history.state import ParentInfo
@@ -243,3 +243,29 @@ def signal_locked(execution: Execution, apply: Callable[[Mutation], None]) -> No
     m = Mutation(store.decode_state(execution), clock.now())
     apply(m)
     store.persist(execution, m)
+
+
+def workflow_delete(*, namespace: Namespace, workflow_id: str, run_id: str) -> None:
+    """Delete a run and its history (terminating it first if it is still running).
+
+    Raises:
+        NotFound: no such run.
+    """
+    execution = store.find_execution(namespace.id, workflow_id, run_id, lock=False)
+    if execution.status == RUNNING:
+        try:
+            workflow_terminate(
+                namespace=namespace,
+                workflow_id=workflow_id,
+                run_id=execution.run_id,
+                reason="Delete workflow execution",
+                details=None,
+                identity="history-service",
+            )
+        except NotFound:
+            pass
+    with transaction.atomic():
+        Execution.objects.filter(pk=execution.pk).delete()
+        CurrentRun.objects.filter(
+            namespace=namespace, workflow_id=workflow_id, run_id=execution.run_id
+        ).delete()

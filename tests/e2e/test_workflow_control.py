@@ -211,3 +211,39 @@ async def test_workflow_retry_policy(client, task_queue):
     assert started.initiator == ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_RETRY
     assert started.continued_failure.message == "attempt 1 fails"
     assert started.first_execution_run_id == handle.result_run_id
+
+
+async def test_history_in_reverse_and_delete(client, task_queue):
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.workflowservice.v1 import (
+        DeleteWorkflowExecutionRequest,
+        GetWorkflowExecutionHistoryReverseRequest,
+    )
+    from temporalio.service import RPCError, RPCStatusCode
+
+    handle = await client.start_workflow(w.SequenceWorkflow.run, 3, id=new_id(), task_queue=task_queue)
+    await handle.result()
+    forward = [e.event_id for e in await events(handle)]
+    backward, token = [], b""
+    while True:
+        page = await client.workflow_service.get_workflow_execution_history_reverse(
+            GetWorkflowExecutionHistoryReverseRequest(
+                namespace="default",
+                execution=WorkflowExecution(workflow_id=handle.id),
+                maximum_page_size=4,
+                next_page_token=token,
+            )
+        )
+        backward.extend(e.event_id for e in page.history.events)
+        token = page.next_page_token
+        if not token:
+            break
+    assert backward == list(reversed(forward))
+    await client.workflow_service.delete_workflow_execution(
+        DeleteWorkflowExecutionRequest(
+            namespace="default", workflow_execution=WorkflowExecution(workflow_id=handle.id)
+        )
+    )
+    with pytest.raises(RPCError) as info:
+        await handle.describe()
+    assert info.value.status == RPCStatusCode.NOT_FOUND
