@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import transaction
+from django.db import OperationalError, transaction
 from perdura import clock
 
 from engine.errors import NotFound, Unavailable
@@ -17,6 +17,12 @@ from engine.persistence import store
 
 T = TypeVar("T")
 _ATTEMPTS = 5
+_RETRYABLE_SQLSTATES = {"40P01", "40001"}  # deadlock detected, serialization failure
+
+
+def retryable(error: OperationalError) -> bool:
+    """A transaction Postgres aborted to break a deadlock (e.g. continue-as-new racing a start): run it again."""
+    return getattr(error.__cause__, "sqlstate", None) in _RETRYABLE_SQLSTATES
 
 
 def run_update(
@@ -43,6 +49,9 @@ def run_update(
                 return result
         except Unavailable:
             if attempt == _ATTEMPTS - 1:
+                raise
+        except OperationalError as e:
+            if not retryable(e) or attempt == _ATTEMPTS - 1:
                 raise
         except RunClosed as e:
             raise NotFound(str(e)) from None

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from perdura import clock
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import (
@@ -24,7 +24,7 @@ from engine.history.mutation import Mutation
 from engine.history.state import ParentInfo
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
-from engine.services.update import run_update
+from engine.services.update import retryable, run_update
 from tenants.models import Namespace
 
 RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
@@ -96,6 +96,9 @@ def workflow_start(
         except IntegrityError:
             # Another start created the current-run row at the same moment: decide again against it.
             if attempt:
+                raise
+        except OperationalError as e:
+            if not retryable(e) or attempt:
                 raise
     raise AssertionError("unreachable")
 
