@@ -8,7 +8,7 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
 from engine.errors import InvalidArgument
-from engine.history import retry
+from engine.history import cron, retry
 
 MAX_ID_LENGTH = 1000
 BLOB_SIZE_LIMIT = 2 * 1024 * 1024
@@ -101,6 +101,9 @@ def start_request(request: Message) -> None:
     if request.HasField("memo"):
         blob_size(request.memo, "memo")
     if request.cron_schedule:
-        raise InvalidArgument("cron_schedule is not supported by Perdura yet.")
+        try:
+            cron.validate(request.cron_schedule)
+        except cron.CronError as e:
+            raise InvalidArgument(f"Invalid CronSchedule: {e}") from None
     if request.HasField("workflow_start_delay"):
         non_negative(request.workflow_start_delay, "WorkflowStartDelay")

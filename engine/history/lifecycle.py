@@ -35,7 +35,7 @@ from temporalio.api.history.v1 import (
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
-from engine.history import children, retry, updates, workflow_task
+from engine.history import children, cron, retry, updates, workflow_task
 from engine.history.errors import RunClosed, StaleTask
 from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TimerKind
@@ -385,7 +385,9 @@ def run_timeout(m: Mutation) -> None:
         retry_state = (
             decision.retry_state if decision is not None else RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET
         )
-    new_run_id = m.new_run_id() if decision is not None and decision.retry else ""
+    retrying = decision is not None and decision.retry
+    cron_next = not retrying and not expired and bool(_cron_schedule(state))
+    new_run_id = m.new_run_id() if retrying or cron_next else ""
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TIMED_OUT,
@@ -394,14 +396,18 @@ def run_timeout(m: Mutation) -> None:
         ),
     )
     if new_run_id:
-        assert decision is not None
         state.new_execution_run_id = new_run_id
-        m.continued = _retry_run(m, new_run_id=new_run_id, failure=failure, delay=decision.delay)
+        if cron_next:
+            m.continued = _cron_run(m, new_run_id=new_run_id, result=None, failure=failure)
+        else:
+            assert decision is not None
+            m.continued = _retry_run(m, new_run_id=new_run_id, failure=failure, delay=decision.delay)
 
 
 def complete(
     m: Mutation, *, completed_event_id: int, attrs: CompleteWorkflowExecutionCommandAttributes
 ) -> None:
+    new_run_id = m.new_run_id() if _cron_schedule(m.state) else ""
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED,
@@ -409,9 +415,15 @@ def complete(
             WorkflowExecutionCompletedEventAttributes(
                 result=attrs.result if attrs.HasField("result") else None,
                 workflow_task_completed_event_id=completed_event_id,
+                new_execution_run_id=new_run_id,
             )
         ),
     )
+    if new_run_id:
+        m.state.new_execution_run_id = new_run_id
+        m.continued = _cron_run(
+            m, new_run_id=new_run_id, result=attrs.result if attrs.HasField("result") else None, failure=None
+        )
 
 
 def _retry_decision(m: Mutation, failure: Failure) -> retry.RetryDecision | None:
@@ -437,6 +449,49 @@ def _retry_decision(m: Mutation, failure: Failure) -> retry.RetryDecision | None
 
 def _retry_run(m: Mutation, *, new_run_id: str, failure: Failure, delay: float) -> Mutation:
     """The next attempt of this run: same input and options, attempt + 1, after the policy's backoff."""
+    return _next_run(
+        m,
+        new_run_id=new_run_id,
+        initiator=ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_RETRY,
+        attempt=m.state.attempt + 1,
+        delay=delay,
+        failure=failure,
+    )
+
+
+def _cron_run(m: Mutation, *, new_run_id: str, result: Payloads | None, failure: Failure | None) -> Mutation:
+    """The next run of a cron chain, at the schedule's next time, told how the last one ended."""
+    started = WorkflowExecutionStartedEventAttributes.FromString(m.state.start_attrs)
+    last_result = result
+    if last_result is None and started.HasField("last_completion_result"):
+        last_result = started.last_completion_result  # a failed run passes the last success on
+    return _next_run(
+        m,
+        new_run_id=new_run_id,
+        initiator=ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_CRON_SCHEDULE,
+        attempt=1,
+        delay=cron.next_backoff(started.cron_schedule, m.now),
+        failure=failure,
+        last_completion_result=last_result,
+    )
+
+
+def _cron_schedule(state: MutableState) -> str:
+    if not state.start_attrs:
+        return ""
+    return WorkflowExecutionStartedEventAttributes.FromString(state.start_attrs).cron_schedule
+
+
+def _next_run(
+    m: Mutation,
+    *,
+    new_run_id: str,
+    initiator: int,
+    attempt: int,
+    delay: float,
+    failure: Failure | None,
+    last_completion_result: Payloads | None = None,
+) -> Mutation:
     state = m.state
     started = WorkflowExecutionStartedEventAttributes.FromString(state.start_attrs)
     request = StartWorkflowExecutionRequest(
@@ -450,7 +505,8 @@ def _retry_run(m: Mutation, *, new_run_id: str, failure: Failure, delay: float) 
         workflow_execution_timeout=duration(state.execution_timeout),
         identity=started.identity,
         request_id=new_run_id,
-        retry_policy=started.retry_policy,
+        retry_policy=started.retry_policy if started.HasField("retry_policy") else None,
+        cron_schedule=started.cron_schedule,
         header=started.header if started.HasField("header") else None,
         memo=Memo.FromString(state.memo) if state.memo else None,
         search_attributes=SearchAttributes.FromString(state.search_attributes)
@@ -466,11 +522,12 @@ def _retry_run(m: Mutation, *, new_run_id: str, failure: Failure, delay: float) 
         continuation=Continuation(
             previous_run_id=state.run_id,
             first_run_id=state.first_run_id,
-            initiator=ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_RETRY,
+            initiator=initiator,
             execution_expiration=state.execution_expiration,
             execution_timeout=state.execution_timeout,
             continued_failure=failure,
-            attempt=state.attempt + 1,
+            last_completion_result=last_completion_result,
+            attempt=attempt,
         ),
         first_task_backoff=delay,
         parent=state.parent,
@@ -479,7 +536,9 @@ def _retry_run(m: Mutation, *, new_run_id: str, failure: Failure, delay: float) 
 
 def fail(m: Mutation, *, completed_event_id: int, attrs: FailWorkflowExecutionCommandAttributes) -> None:
     decision = _retry_decision(m, attrs.failure)
-    new_run_id = m.new_run_id() if decision is not None and decision.retry else ""
+    retrying = decision is not None and decision.retry
+    cron_next = not retrying and bool(_cron_schedule(m.state))
+    new_run_id = m.new_run_id() if retrying or cron_next else ""
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_FAILED,
@@ -495,9 +554,12 @@ def fail(m: Mutation, *, completed_event_id: int, attrs: FailWorkflowExecutionCo
         ),
     )
     if new_run_id:
-        assert decision is not None
         m.state.new_execution_run_id = new_run_id
-        m.continued = _retry_run(m, new_run_id=new_run_id, failure=attrs.failure, delay=decision.delay)
+        if cron_next:
+            m.continued = _cron_run(m, new_run_id=new_run_id, result=None, failure=attrs.failure)
+        else:
+            assert decision is not None
+            m.continued = _retry_run(m, new_run_id=new_run_id, failure=attrs.failure, delay=decision.delay)
 
 
 def cancel(m: Mutation, *, completed_event_id: int, attrs: CancelWorkflowExecutionCommandAttributes) -> None:

@@ -19,7 +19,7 @@ from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
 from engine import ids
 from engine.errors import AlreadyExists, InvalidArgument, NotFound
-from engine.history import lifecycle
+from engine.history import cron, lifecycle
 from engine.history.mutation import Mutation
 from engine.history.state import ParentInfo
 from engine.models import CurrentRun, Execution
@@ -60,6 +60,15 @@ def _terminate_for_new_start(execution: Execution, new_run_id: str) -> None:
         identity=f"terminated by {new_run_id}",
     )
     store.persist(execution, m)
+
+
+def _first_task_backoff(request: StartWorkflowExecutionRequest) -> float:
+    """A start delay, or for a cron workflow the wait until its schedule's first time."""
+    if request.cron_schedule:
+        return cron.next_backoff(request.cron_schedule, clock.now())
+    if request.HasField("workflow_start_delay"):
+        return request.workflow_start_delay.ToTimedelta().total_seconds()
+    return 0.0
 
 
 def workflow_start(
@@ -169,9 +178,7 @@ def _start_txn(
         now=clock.now(),
         schedule_first_task=signal is None,
         parent=parent,
-        first_task_backoff=request.workflow_start_delay.ToTimedelta().total_seconds()
-        if request.HasField("workflow_start_delay")
-        else 0.0,
+        first_task_backoff=_first_task_backoff(request),
     )
     if signal is not None:
         signal(m)

@@ -496,3 +496,18 @@ class LocalActivityWorkflow:
 
 
 ALL_WORKFLOWS.append(LocalActivityWorkflow)
+
+
+@workflow.defn
+class CronCounterWorkflow:
+    """Each run of the cron chain returns the previous run's result plus one."""
+
+    @workflow.run
+    async def run(self) -> int:
+        last = (
+            workflow.get_last_completion_result(type_hint=int) if workflow.has_last_completion_result() else 0
+        )
+        return (last or 0) + 1
+
+
+ALL_WORKFLOWS.append(CronCounterWorkflow)
