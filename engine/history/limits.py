@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 HISTORY_COUNT_LIMIT = 50 * 1024
 HISTORY_SIZE_LIMIT = 50 * 1024 * 1024
 HISTORY_COUNT_SUGGEST_CONTINUE_AS_NEW = 4 * 1024
@@ -12,4 +14,20 @@ PENDING_SIGNALS = 2000
 PENDING_CANCEL_REQUESTS = 2000
 
 HISTORY_COUNT_EXCEEDED = "Workflow history count exceeds limit."
+
+_OVERRIDES = {
+    "PERDURA_HISTORY_COUNT_SUGGEST_CONTINUE_AS_NEW": "HISTORY_COUNT_SUGGEST_CONTINUE_AS_NEW",
+    "PERDURA_HISTORY_SIZE_SUGGEST_CONTINUE_AS_NEW": "HISTORY_SIZE_SUGGEST_CONTINUE_AS_NEW",
+    "PERDURA_HISTORY_COUNT_LIMIT": "HISTORY_COUNT_LIMIT",
+    "PERDURA_HISTORY_SIZE_LIMIT": "HISTORY_SIZE_LIMIT",
+}
+
+
+def configure(environ: Mapping[str, str]) -> None:
+    """Apply operator overrides (like Temporal's dynamic config), once, at process start."""
+    for variable, name in _OVERRIDES.items():
+        if environ.get(variable):
+            globals()[name] = int(environ[variable])
+
+
 HISTORY_SIZE_EXCEEDED = "Workflow history size exceeds limit."

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -11,6 +10,7 @@ from datetime import datetime, timedelta
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
+from engine import ids
 from engine.history.state import MutableState
 
 
@@ -142,7 +142,7 @@ class Mutation:
     """True when this mutation closed the run (its pending task and timer rows can go)."""
     continued: Mutation | None = None
     """The next run's first mutation, when this one continued as new (persisted in the same transaction)."""
-    new_run_id: Callable[[], str] = field(default=lambda: str(uuid.uuid4()))
+    new_run_id: Callable[[], str] = field(default=ids.new_run_id)
 
     def wft_in_flight(self) -> bool:
         wft = self.state.workflow_task
