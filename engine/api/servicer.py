@@ -129,6 +129,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
                 encoded_failure_attributes=True,
                 upsert_memo=True,
                 sdk_metadata=True,
+                eager_workflow_start=True,
             ),
         )
 
@@ -153,10 +154,13 @@ class WorkflowService(wss.WorkflowServiceServicer):
     async def StartWorkflowExecution(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
         validation.start_request(request)
-        if request.request_eager_execution:
-            request.request_eager_execution = False  # not offered (GetSystemInfo says so): start normally
         result = await dbthreads.run(workflows.workflow_start, namespace=namespace, request=request)
-        return rr.StartWorkflowExecutionResponse(run_id=result.run_id, started=result.started)
+        response = rr.StartWorkflowExecutionResponse(run_id=result.run_id, started=result.started)
+        if result.eager_workflow_task is not None:
+            response.eager_workflow_task.CopyFrom(
+                await _workflow_task_response(namespace, result.eager_workflow_task)
+            )
+        return response
 
     @rpc
     async def SignalWithStartWorkflowExecution(self, request, context):  # noqa: N802
@@ -1037,7 +1041,9 @@ def _describe_namespace(namespace: Namespace) -> rr.DescribeNamespaceResponse:
             description=namespace.description,
             owner_email=namespace.owner_email,
             id=str(namespace.id),
-            capabilities=NamespaceInfo.Capabilities(),
+            capabilities=NamespaceInfo.Capabilities(
+                eager_workflow_start=True, sync_update=True, async_update=True
+            ),
         ),
         config=NamespaceConfig(workflow_execution_retention_ttl=retention),
         replication_config=NamespaceReplicationConfig(

@@ -70,6 +70,11 @@ def _started(
     )
 
 
+def started_task_for(execution: Execution, m: Mutation, wft: WorkflowTaskInfo) -> StartedWorkflowTask:
+    """A workflow task started outside a poll (eager workflow start), for a worker without the run cached."""
+    return _started(execution, m, wft, sticky=False)
+
+
 def poll_once(
     *, namespace: Namespace, task_queue: str, identity: str, request_id: str
 ) -> StartedWorkflowTask | queries.StartedQuery | queue.NotYet:

@@ -19,8 +19,8 @@ from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
 from engine import ids
 from engine.errors import AlreadyExists, InvalidArgument, NotFound
-from engine.history import cron, lifecycle
-from engine.history.mutation import Mutation
+from engine.history import cron, lifecycle, workflow_task
+from engine.history.mutation import Mutation, TaskKind
 from engine.history.state import ParentInfo
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
@@ -40,6 +40,8 @@ _FAILED_STATUSES = {
 class StartResult:
     run_id: str
     started: bool
+    eager_workflow_task: object | None = None
+    """The first workflow task, started for the caller's own worker (eager workflow start)."""
 
 
 def _already_started(message: str, request_id: str, run_id: str) -> AlreadyExists:
@@ -182,8 +184,20 @@ def _start_txn(
     )
     if signal is not None:
         signal(m)
+    eager = None
+    wft = m.state.workflow_task
+    if request.request_eager_execution and wft is not None:
+        # Eager start: the caller's own worker takes the first task, in this very transaction.
+        m.drop_task(TaskKind.WORKFLOW, wft.scheduled_event_id)
+        eager = workflow_task.start(
+            m,
+            scheduled_event_id=wft.scheduled_event_id,
+            attempt=wft.attempt,
+            request_id=request.request_id,
+            identity=request.identity,
+        )
     shard = ids.shard_for(namespace.id, request.workflow_id, settings.PERDURA_SHARDS)
-    store.insert(namespace.id, shard, m)
+    execution = store.insert(namespace.id, shard, m)
     if current is None:
         CurrentRun.objects.create(
             namespace=namespace,
@@ -195,6 +209,14 @@ def _start_txn(
         current.run_id = new_run_id
         current.start_request_id = request.request_id
         current.save(update_fields=["run_id", "start_request_id"])
+    if eager is not None:
+        from engine.services import workflow_tasks
+
+        return StartResult(
+            run_id=new_run_id,
+            started=True,
+            eager_workflow_task=workflow_tasks.started_task_for(execution, m, eager),
+        )
     return StartResult(run_id=new_run_id, started=True)
 
 

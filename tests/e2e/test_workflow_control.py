@@ -247,3 +247,12 @@ async def test_history_in_reverse_and_delete(client, task_queue):
     with pytest.raises(RPCError) as info:
         await handle.describe()
     assert info.value.status == RPCStatusCode.NOT_FOUND
+
+
+async def test_eager_workflow_start(client, task_queue):
+    """The first workflow task comes back with the start response, to the client's own worker."""
+    handle = await client.start_workflow(
+        w.HelloWorkflow.run, "eager", id=new_id(), task_queue=task_queue, request_eager_start=True
+    )
+    assert getattr(handle, "__temporal_eagerly_started")  # noqa: B009 - the SDK sets it under this literal name
+    assert await handle.result() == "hello eager"
