@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from django.db import transaction
+from django.db import connection, transaction
 from perdura import clock
 
 from engine.history.errors import StaleTask
@@ -28,8 +28,8 @@ class NotYet:
 
 
 def _delete(task: Task) -> None:
-    query = Task.objects.filter(pk=task.pk)
-    query._raw_delete(query.db)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM engine_task WHERE id = %s", [task.pk])
 
 
 def claim(
