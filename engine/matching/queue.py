@@ -27,6 +27,22 @@ class NotYet:
     visible_at: datetime | None
 
 
+def _next_task(namespace_id: uuid.UUID, kinds: list[int], task_queue: str) -> Task | None:
+    """The queue's earliest task, locked; rows other pollers hold are skipped (Postgres)."""
+    lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    namespace = store.uuid_param(namespace_id)
+    rows = list(
+        Task.objects.raw(
+            "SELECT * FROM engine_task WHERE namespace_id = %s AND kind IN ("
+            + ", ".join(["%s"] * len(kinds))
+            + ") AND task_queue = %s ORDER BY visible_at, id LIMIT 1"
+            + lock,
+            [namespace, *kinds, task_queue],
+        )
+    )
+    return rows[0] if rows else None
+
+
 def _delete(task: Task) -> None:
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM engine_task WHERE id = %s", [task.pk])
@@ -48,12 +64,7 @@ def claim(
     kinds = [kind, TaskKind.QUERY] if start_query is not None else [kind]
     for _ in range(_MAX_STALE_PER_CLAIM):
         with transaction.atomic():
-            task = (
-                Task.objects.select_for_update(skip_locked=True)
-                .filter(namespace_id=namespace_id, kind__in=kinds, task_queue=task_queue)
-                .order_by("visible_at", "id")
-                .first()
-            )
+            task = _next_task(namespace_id, kinds, task_queue)
             now = clock.now()
             if task is None or task.visible_at > now:
                 return NotYet(task.visible_at if task is not None else None)
@@ -61,7 +72,10 @@ def claim(
                 assert start_query is not None
                 _delete(task)
                 return start_query(task)
-            execution = Execution.objects.select_for_update().get(pk=task.execution_id)
+            execution = store.lock_execution(task.execution_id)
+            if execution is None:
+                _delete(task)
+                continue
             m = Mutation(store.decode_state(execution), now)
             try:
                 result = start(execution, m, task)

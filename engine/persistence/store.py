@@ -40,18 +40,40 @@ def find_execution(namespace_id: uuid.UUID, workflow_id: str, run_id: str, *, lo
     Raises:
         NotFound: no such run in this namespace.
     """
+    namespace = uuid_param(namespace_id)
     if not run_id:
-        current = CurrentRun.objects.filter(namespace_id=namespace_id, workflow_id=workflow_id).first()
-        if current is None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT run_id FROM engine_currentrun WHERE namespace_id = %s AND workflow_id = %s",
+                [namespace, workflow_id],
+            )
+            row = cursor.fetchone()
+        if row is None:
             raise NotFound(f"workflow not found for ID: {workflow_id}")
-        run_id = current.run_id
-    query = Execution.objects.filter(namespace_id=namespace_id, workflow_id=workflow_id, run_id=run_id)
-    if lock:
-        query = query.select_for_update()
-    execution = query.first()
-    if execution is None:
+        run_id = row[0]
+    rows = list(
+        Execution.objects.raw(
+            "SELECT * FROM engine_execution WHERE namespace_id = %s AND workflow_id = %s AND run_id = %s"
+            + _for_update(lock),
+            [namespace, workflow_id, run_id],
+        )
+    )
+    if not rows:
         raise NotFound(f"workflow execution not found for workflow ID {workflow_id!r} and run ID {run_id!r}")
-    return execution
+    return rows[0]
+
+
+def lock_execution(pk: int) -> Execution | None:
+    """The run with row id `pk`, locked for update (None if it is gone)."""
+    rows = list(
+        Execution.objects.raw("SELECT * FROM engine_execution WHERE id = %s" + _for_update(True), [pk])
+    )
+    return rows[0] if rows else None
+
+
+def _for_update(lock: bool) -> str:
+    # SQLite has no row locks: its IMMEDIATE transactions already serialise writers.
+    return " FOR UPDATE" if lock and connection.features.has_select_for_update else ""
 
 
 def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
@@ -130,7 +152,8 @@ def _dt(value: datetime | None) -> object:
     return connection.ops.adapt_datetimefield_value(value) if value is not None else None
 
 
-def _uuid(value: uuid.UUID) -> object:
+def uuid_param(value: uuid.UUID | str) -> object:
+    value = value if isinstance(value, uuid.UUID) else uuid.UUID(value)
     return value if connection.features.has_native_uuid_field else value.hex
 
 
@@ -176,7 +199,7 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
         )
         keys[notify.run_key(execution.pk)] = 1
     if m.tasks and not m.closed:
-        namespace = _uuid(execution.namespace_id)
+        namespace = uuid_param(execution.namespace_id)
         _execute_many(
             "INSERT INTO engine_task (namespace_id, task_queue, kind, execution_id, scheduled_event_id, attempt, "
             "visible_at, query_id) VALUES (%s, %s, %s, %s, %s, %s, %s, NULL)",

@@ -61,7 +61,9 @@ def run_update(
 def update_execution(execution_pk: int, apply: Callable[[Execution, Mutation], T]) -> T:
     """Like run_update, for a run known by its row id (timers, task claims)."""
     with transaction.atomic():
-        execution = Execution.objects.select_for_update().get(pk=execution_pk)
+        execution = store.lock_execution(execution_pk)
+        if execution is None:
+            raise Execution.DoesNotExist(execution_pk)
         m = Mutation(store.decode_state(execution), clock.now())
         result = apply(execution, m)
         store.persist(execution, m)

@@ -11,7 +11,7 @@ from perdura import clock
 from engine.history import activity, lifecycle, timer, workflow_task
 from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TimerKind
-from engine.models import Execution, Timer
+from engine.models import Timer
 from engine.persistence import store
 from engine.shards import leases, transfers
 
@@ -41,7 +41,7 @@ def fire(row: Timer, *, shard: int, range_id: int) -> bool:
     """Apply one due timer under the shard's fence. Returns False if the timer was already gone."""
     with transaction.atomic():
         leases.check(shard, range_id)
-        execution = Execution.objects.select_for_update().filter(pk=row.execution_id).first()
+        execution = store.lock_execution(row.execution_id)
         # Deleting first makes firing idempotent: a second processor finds nothing to delete.
         if execution is None or Timer.objects.filter(pk=row.pk).delete()[0] == 0:
             return False

@@ -50,7 +50,9 @@ def _record(row: Transfer, shard: int, range_id: int, apply: Callable[[Mutation]
             return  # another processor finished it
         if apply is None:
             return
-        execution = Execution.objects.select_for_update().get(pk=row.execution_id)
+        execution = store.lock_execution(row.execution_id)
+        if execution is None:
+            return
         m = Mutation(store.decode_state(execution), clock.now())
         try:
             apply(m)
