@@ -195,6 +195,10 @@ class WorkflowService(wss.WorkflowServiceServicer):
             "retry_policy",
             "workflow_start_delay",
             "priority",
+            "workflow_execution_timeout",
+            "workflow_run_timeout",
+            "workflow_task_timeout",
+            "user_metadata",
         ):
             if not request.HasField(field):
                 start.ClearField(field)

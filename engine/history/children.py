@@ -12,7 +12,7 @@ from temporalio.api.command.v1 import (
     SignalExternalWorkflowExecutionCommandAttributes,
     StartChildWorkflowExecutionCommandAttributes,
 )
-from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.common.v1 import Header, WorkflowExecution
 from temporalio.api.enums.v1 import EventType, ParentClosePolicy, WorkflowTaskFailedCause
 from temporalio.api.history.v1 import (
     ChildWorkflowExecutionCanceledEventAttributes,
@@ -35,7 +35,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 
 from engine.history import limits, workflow_task
 from engine.history.errors import CommandFailure, StaleTask
-from engine.history.events import new_event
+from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TransferKind
 from engine.history.state import ChildInfo, ExternalRequest
 
@@ -69,6 +69,15 @@ def start_child(
             WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_PENDING_CHILD_WORKFLOWS_LIMIT_EXCEEDED,
             f"the workflow already has {limits.PENDING_CHILDREN} pending child workflows, the most a run may have",
         )
+    # Timeouts as Temporal defaults them for a child: run timeout capped by the execution timeout,
+    # task timeout 10 s by default, capped at 120 s and at the run timeout.
+    execution_timeout = seconds(attrs.workflow_execution_timeout)
+    run_timeout = seconds(attrs.workflow_run_timeout)
+    if run_timeout == 0 or (execution_timeout > 0 and run_timeout > execution_timeout):
+        run_timeout = execution_timeout
+    task_timeout = min(seconds(attrs.workflow_task_timeout) or 10.0, 120.0)
+    if run_timeout > 0:
+        task_timeout = min(task_timeout, run_timeout)
     initiated = StartChildWorkflowExecutionInitiatedEventAttributes(
         namespace=state.namespace,
         namespace_id=state.namespace_id,
@@ -76,18 +85,21 @@ def start_child(
         workflow_type=attrs.workflow_type,
         task_queue=TaskQueue(name=attrs.task_queue.name or state.task_queue, kind=attrs.task_queue.kind or 1),
         input=attrs.input if attrs.HasField("input") else None,
-        workflow_execution_timeout=attrs.workflow_execution_timeout,
-        workflow_run_timeout=attrs.workflow_run_timeout,
-        workflow_task_timeout=attrs.workflow_task_timeout,
+        workflow_execution_timeout=attrs.workflow_execution_timeout
+        if attrs.HasField("workflow_execution_timeout")
+        else None,
+        workflow_run_timeout=duration(run_timeout),
+        workflow_task_timeout=duration(task_timeout),
         parent_close_policy=attrs.parent_close_policy or ParentClosePolicy.PARENT_CLOSE_POLICY_TERMINATE,
         control=attrs.control,
         workflow_task_completed_event_id=completed_event_id,
         workflow_id_reuse_policy=attrs.workflow_id_reuse_policy,
         retry_policy=attrs.retry_policy if attrs.HasField("retry_policy") else None,
         header=attrs.header if attrs.HasField("header") else None,
-        memo=attrs.memo if attrs.HasField("memo") else None,
-        search_attributes=attrs.search_attributes if attrs.HasField("search_attributes") else None,
+        memo=attrs.memo if attrs.memo.fields else None,
+        search_attributes=attrs.search_attributes if attrs.search_attributes.indexed_fields else None,
         priority=attrs.priority if attrs.HasField("priority") else None,
+        inherit_build_id=attrs.inherit_build_id,
     )
     event = m.add(new_event(initiated))
     state.children[event.event_id] = ChildInfo(
@@ -106,7 +118,7 @@ def _child(m: Mutation, initiated_event_id: int) -> ChildInfo:
     return child
 
 
-def child_started(m: Mutation, *, initiated_event_id: int, run_id: str) -> None:
+def child_started(m: Mutation, *, initiated_event_id: int, run_id: str, header: Header | None = None) -> None:
     child = _child(m, initiated_event_id)
     if child.run_id:
         raise StaleTask("child start already recorded")
@@ -119,6 +131,7 @@ def child_started(m: Mutation, *, initiated_event_id: int, run_id: str) -> None:
                 initiated_event_id=initiated_event_id,
                 workflow_execution=WorkflowExecution(workflow_id=child.workflow_id, run_id=run_id),
                 workflow_type={"name": child.workflow_type},
+                header=header,
             )
         )
     )

@@ -35,7 +35,7 @@ from temporalio.api.history.v1 import (
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
-from engine.history import children, cron, retry, updates, workflow_task
+from engine.history import children, cron, limits, retry, updates, workflow_task
 from engine.history.errors import RunClosed, StaleTask
 from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TimerKind
@@ -140,7 +140,9 @@ def start(
         task_queue=TaskQueue(name=request.task_queue.name, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
         input=request.input if request.HasField("input") else None,
         workflow_execution_timeout=duration(execution_timeout) if execution_timeout else None,
-        workflow_run_timeout=duration(run_timeout) if run_timeout else None,
+        workflow_run_timeout=duration(run_timeout)
+        if run_timeout or request.HasField("workflow_run_timeout")
+        else None,
         workflow_task_timeout=duration(task_timeout),
         original_execution_run_id=run_id,
         identity=request.identity,
@@ -234,7 +236,12 @@ def continue_as_new(
         if attrs.HasField("search_attributes")
         else (SearchAttributes.FromString(state.search_attributes) if state.search_attributes else None),
     )
-    backoff = seconds(attrs.backoff_start_interval)
+    if state.start_attrs:
+        started = WorkflowExecutionStartedEventAttributes.FromString(state.start_attrs)
+        if started.HasField("priority"):
+            request.priority.CopyFrom(started.priority)
+    backoff = min_backoff(m, seconds(attrs.backoff_start_interval))
+    initiator = attrs.initiator or ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_WORKFLOW
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW,
@@ -247,8 +254,10 @@ def continue_as_new(
                 workflow_run_timeout=request.workflow_run_timeout,
                 workflow_task_timeout=request.workflow_task_timeout,
                 workflow_task_completed_event_id=completed_event_id,
-                backoff_start_interval=attrs.backoff_start_interval if backoff else None,
-                initiator=attrs.initiator,
+                backoff_start_interval=attrs.backoff_start_interval
+                if attrs.HasField("backoff_start_interval")
+                else None,
+                initiator=initiator,
                 failure=attrs.failure if attrs.HasField("failure") else None,
                 last_completion_result=attrs.last_completion_result
                 if attrs.HasField("last_completion_result")
@@ -271,7 +280,7 @@ def continue_as_new(
         continuation=Continuation(
             previous_run_id=state.run_id,
             first_run_id=state.first_run_id,
-            initiator=attrs.initiator,
+            initiator=initiator,
             execution_expiration=state.execution_expiration,
             execution_timeout=state.execution_timeout,
             continued_failure=attrs.failure if attrs.HasField("failure") else None,
@@ -454,9 +463,18 @@ def _retry_run(m: Mutation, *, new_run_id: str, failure: Failure, delay: float) 
         new_run_id=new_run_id,
         initiator=ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_RETRY,
         attempt=m.state.attempt + 1,
-        delay=delay,
+        delay=min_backoff(m, delay),
         failure=failure,
     )
+
+
+def min_backoff(m: Mutation, backoff: float) -> float:
+    """Runs of one workflow id start at least a second apart, so a tight retry or continue-as-new loop
+    cannot spin (Temporal's history.workflowIdReuseMinimalInterval)."""
+    lifetime = (m.now - m.state.execution_time).total_seconds()
+    if lifetime + backoff < limits.RUN_MIN_INTERVAL:
+        return limits.RUN_MIN_INTERVAL - lifetime
+    return backoff
 
 
 def _cron_run(m: Mutation, *, new_run_id: str, result: Payloads | None, failure: Failure | None) -> Mutation:
@@ -500,11 +518,12 @@ def _next_run(
         workflow_type=started.workflow_type,
         task_queue=TaskQueue(name=state.task_queue),
         input=started.input if started.HasField("input") else None,
-        workflow_run_timeout=duration(state.run_timeout),
+        workflow_run_timeout=duration(state.run_timeout) if state.run_timeout else None,
         workflow_task_timeout=duration(state.workflow_task_timeout),
         workflow_execution_timeout=duration(state.execution_timeout),
         identity=started.identity,
         request_id=new_run_id,
+        priority=started.priority if started.HasField("priority") else None,
         retry_policy=started.retry_policy if started.HasField("retry_policy") else None,
         cron_schedule=started.cron_schedule,
         header=started.header if started.HasField("header") else None,

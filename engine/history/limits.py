@@ -13,6 +13,9 @@ PENDING_CHILDREN = 2000
 PENDING_SIGNALS = 2000
 PENDING_CANCEL_REQUESTS = 2000
 
+RUN_MIN_INTERVAL = 1.0
+"""Seconds between the starts of consecutive runs of one workflow id (continue-as-new, retries)."""
+
 HISTORY_COUNT_EXCEEDED = "Workflow history count exceeds limit."
 
 _OVERRIDES = {

@@ -126,7 +126,9 @@ def _start_child(row: Transfer, execution: Execution, shard: int, range_id: int)
         row,
         shard,
         range_id,
-        lambda m: children.child_started(m, initiated_event_id=row.event_id, run_id=result.run_id),
+        lambda m: children.child_started(
+            m, initiated_event_id=row.event_id, run_id=result.run_id, header=attrs.header
+        ),
     )
 
 

@@ -369,3 +369,62 @@ async def test_activity_completion_and_signal_buffered_during_workflow_task(both
         return handle
 
     await compare(both_clients, scenario)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Full workflow semantics: children, continue-as-new, retries, updates, queries, local activities.
+
+
+async def test_child_workflow(both_clients):
+    history = await compare(both_clients, start(w.ParentWorkflow.run, "kid"))
+    assert "ChildWorkflowExecutionCompleted" in types(history)
+
+
+async def test_parent_signals_and_cancels_children(both_clients):
+    await compare(both_clients, start(w.SignalChildWorkflow.run))
+    await compare(both_clients, start(w.CancelChildWorkflow.run))
+
+
+async def test_continue_as_new_last_run(both_clients):
+    history = await compare(both_clients, start(w.ContinueAsNewWorkflow.run, 2, 0))
+    assert types(history)[0] == "WorkflowExecutionStarted"
+
+
+async def test_workflow_retry_last_attempt(both_clients):
+    async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
+        from datetime import timedelta
+
+        from temporalio.common import RetryPolicy
+
+        return await client.start_workflow(
+            w.RetriedWorkflow.run,
+            id=workflow_id,
+            task_queue=task_queue,
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=5),
+        )
+
+    await compare(both_clients, scenario)
+
+
+async def test_updates_and_a_rejection(both_clients):
+    async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
+        handle = await client.start_workflow(w.UpdatableWorkflow.run, id=workflow_id, task_queue=task_queue)
+        assert await handle.execute_update(w.UpdatableWorkflow.add, "a") == 1
+        assert await handle.execute_update(w.UpdatableWorkflow.add, "b") == 2
+        await handle.signal(w.UpdatableWorkflow.finish)
+        return handle
+
+    history = await compare(both_clients, scenario)
+    assert types(history).count("WorkflowExecutionUpdateCompleted") == 2
+
+
+async def test_queries_write_nothing(both_clients):
+    async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
+        handle = await client.start_workflow(w.CounterWorkflow.run, id=workflow_id, task_queue=task_queue)
+        await handle.signal(w.CounterWorkflow.bump)
+        assert await handle.query(w.CounterWorkflow.current) == 1
+        assert await handle.query(w.CounterWorkflow.current) == 1
+        await handle.signal(w.CounterWorkflow.stop)
+        return handle
+
+    await compare(both_clients, scenario)

@@ -5,7 +5,7 @@ JSON dict (camelCase, as `temporal workflow show -o json` prints it) and any oth
 then drops, recursively, only the fields that legitimately differ between two servers or two runs:
 
 - when and by whom: `eventTime`, `taskId`, `workflowExecutionExpirationTime`, `identity`, `requestId`;
-- run ids (`runId`, `originalExecutionRunId`, `firstExecutionRunId`, ...), which are random;
+- run ids (`runId`, `originalExecutionRunId`, `firstExecutionRunId`, ...) and namespace ids, which are random;
 - worker/SDK bookkeeping: `workerVersion`, `binaryChecksum` (the SDK reports its build id as one or the
   other, depending on the server's `buildIdBasedVersioning` capability), `sdkMetadata`,
   `meteringMetadata`, `historySizeBytes`, `buildIdRedirectCounter`, and failure `stackTrace`s;
@@ -49,12 +49,22 @@ IGNORED_FIELDS = frozenset(
         "historySizeBytes",
         "buildIdRedirectCounter",
         "stackTrace",
+        "namespaceId",  # each server makes its own namespace ids
+        # update ids are made by each client at random (the message id is derived from them)
+        "updateId",
+        "protocolInstanceId",
+        "acceptedRequestMessageId",
+        # build-id based auto-reset points: Perdura does not implement reset points yet
+        "prevAutoResetPoints",
     }
 )
 # Per event type, attributes that differ legitimately for that type only.
 IGNORED_PER_TYPE = {
     "WorkflowTaskScheduled": frozenset({"taskQueue"}),
 }
+
+
+_TIMED_INITIATORS = {"CONTINUE_AS_NEW_INITIATOR_WORKFLOW", "CONTINUE_AS_NEW_INITIATOR_RETRY"}
 
 
 def _type_name(event_type: int) -> str:
@@ -91,6 +101,10 @@ def normalize(events: Iterable[HistoryEvent]) -> list[dict[str, Any]]:
         attrs = _clean(MessageToDict(getattr(event, field))) if field else {}
         for key in IGNORED_PER_TYPE.get(name, ()):
             attrs.pop(key, None)
+        if name == "WorkflowExecutionStarted" and attrs.get("initiator") in _TIMED_INITIATORS:
+            # A retry or continue-as-new waits until a second after the previous run started: whether it
+            # waits, and how long, depends on how long that run took, so the wait is not compared.
+            attrs.pop("firstWorkflowTaskBackoff", None)
         # Event-level fields besides id, type, time and task id (links, userMetadata, workerMayIgnore...).
         extra = {
             k: v
