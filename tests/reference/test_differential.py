@@ -409,6 +409,8 @@ async def test_workflow_retry_last_attempt(both_clients):
 async def test_updates_and_a_rejection(both_clients):
     async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
         handle = await client.start_workflow(w.UpdatableWorkflow.run, id=workflow_id, task_queue=task_queue)
+        # Update once the first task is done, so both servers see it at the same point of the run.
+        await wait_for_event(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
         assert await handle.execute_update(w.UpdatableWorkflow.add, "a") == 1
         assert await handle.execute_update(w.UpdatableWorkflow.add, "b") == 2
         await handle.signal(w.UpdatableWorkflow.finish)
@@ -421,6 +423,7 @@ async def test_updates_and_a_rejection(both_clients):
 async def test_queries_write_nothing(both_clients):
     async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
         handle = await client.start_workflow(w.CounterWorkflow.run, id=workflow_id, task_queue=task_queue)
+        await wait_for_event(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
         await handle.signal(w.CounterWorkflow.bump)
         assert await handle.query(w.CounterWorkflow.current) == 1
         assert await handle.query(w.CounterWorkflow.current) == 1
