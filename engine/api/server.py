@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
 from engine.api import dbthreads
@@ -12,6 +13,17 @@ from engine.api.servicer import WorkflowService
 
 log = logging.getLogger("perdura.api")
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+
+
+class Health(health_pb2_grpc.HealthServicer):
+    """grpc.health.v1: this process serves the WorkflowService while it accepts calls at all."""
+
+    SERVICES = frozenset({"", "temporal.api.workflowservice.v1.WorkflowService"})
+
+    async def Check(self, request, context):  # noqa: N802
+        if request.service not in self.SERVICES:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
 
 def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
@@ -25,6 +37,8 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
         ]
     )
     wss.add_WorkflowServiceServicer_to_server(WorkflowService(), server)
+    # The standard health service, which load balancers and `client.service_client.check_health()` ask.
+    health_pb2_grpc.add_HealthServicer_to_server(Health(), server)
     bound = server.add_insecure_port(address)
     if bound == 0:
         raise SystemExit(f"cannot listen on {address}: is another server using that port?")

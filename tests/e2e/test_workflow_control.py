@@ -256,3 +256,7 @@ async def test_eager_workflow_start(client, task_queue):
     )
     assert getattr(handle, "__temporal_eagerly_started")  # noqa: B009 - the SDK sets it under this literal name
     assert await handle.result() == "hello eager"
+
+
+async def test_health_check(client):
+    assert await client.service_client.check_health()
