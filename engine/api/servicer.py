@@ -522,6 +522,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
             workflow_id=request.workflow_execution.workflow_id,
             run_id=request.workflow_execution.run_id,
             request=request.request,
+            first_execution_run_id=request.first_execution_run_id,
         )
         return await _update_response(
             context, namespace, request.request.meta.update_id, status, request.wait_policy

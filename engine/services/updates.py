@@ -35,7 +35,9 @@ def _status(execution: Execution, update_id: str, state) -> UpdateStatus:  # typ
     )
 
 
-def update_admit(*, namespace: Namespace, workflow_id: str, run_id: str, request: Request) -> UpdateStatus:
+def update_admit(
+    *, namespace: Namespace, workflow_id: str, run_id: str, request: Request, first_execution_run_id: str = ""
+) -> UpdateStatus:
     """Admit the update to the run (or join the one with the same id).
 
     Raises:
@@ -43,6 +45,9 @@ def update_admit(*, namespace: Namespace, workflow_id: str, run_id: str, request
     """
     execution = store.find_execution(namespace.id, workflow_id, run_id, lock=False)
     state = store.decode_state(execution)
+    if first_execution_run_id and state.first_run_id != first_execution_run_id:
+        # The handle belongs to an earlier chain of this workflow id, which has closed.
+        raise NotFound("workflow execution not found for the given first execution run id")
     if request.meta.update_id in state.updates or not state.running:
         if request.meta.update_id not in state.updates:
             raise NotFound("workflow execution already completed")

@@ -98,3 +98,21 @@ async def test_update_with_start(client, task_queue):
     assert (await start_again.workflow_handle()).result_run_id == handle.result_run_id
     await handle.signal(w.UpdatableWorkflow.finish)
     assert await handle.result() == ["first", "second"]
+
+
+async def test_update_respects_first_execution_run_id(client, task_queue):
+    """An update through an old run's handle must not reach a newer run of the same workflow id."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    workflow_id = new_id()
+    first = await client.start_workflow(w.UpdatableWorkflow.run, id=workflow_id, task_queue=task_queue)
+    assert await first.execute_update(w.UpdatableWorkflow.add, "a") == 1
+    await first.signal(w.UpdatableWorkflow.finish)
+    await first.result()
+    await client.start_workflow(w.UpdatableWorkflow.run, id=workflow_id, task_queue=task_queue)
+    stale = client.get_workflow_handle(workflow_id, first_execution_run_id=first.first_execution_run_id)
+    with pytest.raises(RPCError) as info:
+        await stale.execute_update(w.UpdatableWorkflow.add, "b")
+    assert info.value.status == RPCStatusCode.NOT_FOUND
+    assert "workflow execution not found" in info.value.message
+    await client.get_workflow_handle(workflow_id).signal(w.UpdatableWorkflow.finish)
