@@ -406,6 +406,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
                 task_queue=request.task_queue.name,
                 identity=request.identity,
                 request_id=request_id,
+                build_id=request.worker_version_capabilities.build_id,
             ),
         )
         if started is None:

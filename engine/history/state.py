@@ -27,6 +27,8 @@ class WorkflowTaskInfo(msgspec.Struct, kw_only=True):
     started_time: datetime | None = None
     request_id: str = ""
     identity: str = ""
+    build_id: str = ""
+    """The build id the polling worker reported, recorded on the started event."""
 
 
 class ActivityInfo(msgspec.Struct, kw_only=True):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from temporalio.api.common.v1 import WorkerVersionStamp
 from temporalio.api.enums.v1 import (
     SuggestContinueAsNewReason,
     TaskQueueKind,
@@ -68,6 +69,7 @@ def _started_event(state: MutableState, wft: WorkflowTaskInfo, history_size: int
             identity=wft.identity,
             request_id=wft.request_id,
             history_size_bytes=history_size,
+            worker_version=WorkerVersionStamp(build_id=wft.build_id) if wft.build_id else None,
             suggest_continue_as_new=bool(reasons),
             suggest_continue_as_new_reasons=reasons,
         )
@@ -166,6 +168,7 @@ def start(
     request_id: str,
     identity: str,
     task_queue: str | None = None,
+    build_id: str = "",
 ) -> WorkflowTaskInfo:
     """A poller took the task (from `task_queue`): record it started and arm its start-to-close timeout."""
     state = m.state
@@ -180,6 +183,7 @@ def start(
         m.drop_timers(TimerKind.WORKFLOW_TASK_SCHEDULE_TO_START, wft.scheduled_event_id)
     wft.request_id = request_id
     wft.identity = identity
+    wft.build_id = build_id
     if wft.attempt > 1 and wft.scheduled_event_id != state.next_event_id:
         # Events arrived since this transient task was scheduled: it becomes a normal task.
         wft.attempt = 1

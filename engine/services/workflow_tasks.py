@@ -76,7 +76,7 @@ def started_task_for(execution: Execution, m: Mutation, wft: WorkflowTaskInfo) -
 
 
 def poll_once(
-    *, namespace: Namespace, task_queue: str, identity: str, request_id: str
+    *, namespace: Namespace, task_queue: str, identity: str, request_id: str, build_id: str = ""
 ) -> StartedWorkflowTask | queries.StartedQuery | queue.NotYet:
     def start(execution: Execution, m: Mutation, task: Task) -> StartedWorkflowTask:
         wft = workflow_task.start(
@@ -86,6 +86,7 @@ def poll_once(
             request_id=request_id,
             identity=identity,
             task_queue=task.task_queue,
+            build_id=build_id,
         )
         # A task taken from the worker's sticky queue goes to a worker that holds the run: new events only.
         return _started(execution, m, wft, sticky=task.task_queue != m.state.task_queue)
