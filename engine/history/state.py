@@ -92,6 +92,8 @@ class UpdateInfo(msgspec.Struct, kw_only=True):
     stage: int
     accepted_event_id: int = 0
     outcome: bytes = b""
+    aborted: bool = False
+    """Never accepted before the run closed: its callers get NotFound, not an outcome."""
 
 
 class ParentInfo(msgspec.Struct, kw_only=True):

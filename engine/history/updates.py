@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from google.protobuf import any_pb2
 from temporalio.api.enums.v1 import UpdateWorkflowExecutionLifecycleStage, WorkflowTaskFailedCause
+from temporalio.api.failure.v1 import ApplicationFailureInfo, Failure
 from temporalio.api.history.v1 import (
     WorkflowExecutionUpdateAcceptedEventAttributes,
     WorkflowExecutionUpdateCompletedEventAttributes,
@@ -119,10 +120,22 @@ def handle_message(m: Mutation, message: Message, *, completed_event_id: int) ->
     del completed_event_id
 
 
-def on_close(state: MutableState) -> None:
-    """Updates still in flight when the run closes end with a failure their callers can see."""
-    from temporalio.api.failure.v1 import Failure
+ACCEPTED_UPDATE_COMPLETED_WORKFLOW = Failure(
+    message="Workflow Update failed because the Workflow completed before the Update completed.",
+    source="Server",
+    application_failure_info=ApplicationFailureInfo(
+        type="AcceptedUpdateCompletedWorkflow", non_retryable=True
+    ),
+)
+ABORTED_BY_CLOSE = "workflow update was aborted by closing workflow"
 
+
+def on_close(state: MutableState) -> None:
+    """Updates in flight when the run closes: accepted ones fail (their callers expect an outcome),
+    the others are aborted (their callers get NotFound), as Temporal does."""
     for info in state.updates.values():
-        if info.stage != COMPLETED:
-            _finish(state, info, Outcome(failure=Failure(message="workflow execution already completed")))
+        if info.stage == ACCEPTED:
+            _finish(state, info, Outcome(failure=ACCEPTED_UPDATE_COMPLETED_WORKFLOW))
+        elif info.stage == ADMITTED:
+            info.aborted = True
+            _finish(state, info, Outcome())

@@ -27,6 +27,8 @@ def _status(execution: Execution, update_id: str, state) -> UpdateStatus:  # typ
     info = state.updates.get(update_id)
     if info is None:
         raise NotFound(f"update {update_id!r} not found")
+    if info.aborted:
+        raise NotFound(updates.ABORTED_BY_CLOSE)
     return UpdateStatus(
         execution=execution,
         run_id=execution.run_id,

@@ -116,3 +116,18 @@ async def test_update_respects_first_execution_run_id(client, task_queue):
     assert info.value.status == RPCStatusCode.NOT_FOUND
     assert "workflow execution not found" in info.value.message
     await client.get_workflow_handle(workflow_id).signal(w.UpdatableWorkflow.finish)
+
+
+async def test_accepted_update_fails_when_the_run_completes_first(client, task_queue):
+    from temporalio.exceptions import ApplicationError
+
+    handle = await client.start_workflow(w.SlowUpdateWorkflow.run, id=new_id(), task_queue=task_queue)
+    update = await handle.start_update(
+        w.SlowUpdateWorkflow.forever, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+    )
+    await handle.signal(w.SlowUpdateWorkflow.finish)
+    assert await handle.result() == "done"
+    with pytest.raises(WorkflowUpdateFailedError) as info:
+        await update.result()
+    assert isinstance(info.value.cause, ApplicationError)
+    assert info.value.cause.type == "AcceptedUpdateCompletedWorkflow"

@@ -511,3 +511,28 @@ class CronCounterWorkflow:
 
 
 ALL_WORKFLOWS.append(CronCounterWorkflow)
+
+
+@workflow.defn
+class SlowUpdateWorkflow:
+    """Its update never finishes; the run completes on the 'finish' signal regardless."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    @workflow.update(unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
+    async def forever(self) -> str:
+        await workflow.wait_condition(lambda: False)
+        return "never"
+
+    @workflow.signal
+    def finish(self) -> None:
+        self.done = True
+
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.wait_condition(lambda: self.done)
+        return "done"
+
+
+ALL_WORKFLOWS.append(SlowUpdateWorkflow)
