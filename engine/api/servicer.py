@@ -574,6 +574,34 @@ class WorkflowService(wss.WorkflowServiceServicer):
         except EngineError as e:
             raise _multi_operation_error(e, failed=0) from None
 
+        # An update with this id already known to the current run (even a closed one) is attached to,
+        # whatever the start's policies say: the caller gets that update's result, no new run starts.
+        try:
+            existing = await dbthreads.run(
+                update_services.update_status,
+                namespace=namespace,
+                workflow_id=start.workflow_id,
+                run_id="",
+                update_id=update.request.meta.update_id,
+                include_ended=True,
+            )
+        except NotFound:
+            existing = None
+        if existing is not None and not existing.ended_by_close:
+            update_response = await _update_response(
+                context, namespace, update.request.meta.update_id, existing, update.wait_policy
+            )
+            return rr.ExecuteMultiOperationResponse(
+                responses=[
+                    rr.ExecuteMultiOperationResponse.Response(
+                        start_workflow=rr.StartWorkflowExecutionResponse(
+                            run_id=existing.run_id, started=False
+                        )
+                    ),
+                    rr.ExecuteMultiOperationResponse.Response(update_workflow=update_response),
+                ]
+            )
+
         def admit_new(m):  # type: ignore[no-untyped-def]
             update_rules.admit(m, update.request)
 

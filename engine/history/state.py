@@ -94,6 +94,8 @@ class UpdateInfo(msgspec.Struct, kw_only=True):
     outcome: bytes = b""
     aborted: bool = False
     """Never accepted before the run closed: its callers get NotFound, not an outcome."""
+    ended_by_close: bool = False
+    """The run closed before the workflow finished it (aborted, or failed by the server)."""
 
 
 class ParentInfo(msgspec.Struct, kw_only=True):

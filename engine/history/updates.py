@@ -135,7 +135,8 @@ def on_close(state: MutableState) -> None:
     the others are aborted (their callers get NotFound), as Temporal does."""
     for info in state.updates.values():
         if info.stage == ACCEPTED:
+            info.ended_by_close = True
             _finish(state, info, Outcome(failure=ACCEPTED_UPDATE_COMPLETED_WORKFLOW))
         elif info.stage == ADMITTED:
-            info.aborted = True
+            info.aborted = info.ended_by_close = True
             _finish(state, info, Outcome())

@@ -21,19 +21,21 @@ class UpdateStatus:
     run_id: str
     stage: int
     outcome: Outcome | None
+    ended_by_close: bool = False
 
 
-def _status(execution: Execution, update_id: str, state) -> UpdateStatus:  # type: ignore[no-untyped-def]
+def _status(execution: Execution, update_id: str, state, include_ended: bool = False) -> UpdateStatus:  # type: ignore[no-untyped-def]
     info = state.updates.get(update_id)
     if info is None:
         raise NotFound(f"update {update_id!r} not found")
-    if info.aborted:
+    if info.aborted and not include_ended:
         raise NotFound(updates.ABORTED_BY_CLOSE)
     return UpdateStatus(
         execution=execution,
         run_id=execution.run_id,
         stage=info.stage,
         outcome=Outcome.FromString(info.outcome) if info.outcome else None,
+        ended_by_close=info.ended_by_close,
     )
 
 
@@ -66,6 +68,9 @@ def update_admit(
     )
 
 
-def update_status(*, namespace: Namespace, workflow_id: str, run_id: str, update_id: str) -> UpdateStatus:
+def update_status(
+    *, namespace: Namespace, workflow_id: str, run_id: str, update_id: str, include_ended: bool = False
+) -> UpdateStatus:
+    """Where the update stands. `include_ended` also returns updates the run's close aborted."""
     execution = store.find_execution(namespace.id, workflow_id, run_id, lock=False)
-    return _status(execution, update_id, store.decode_state(execution))
+    return _status(execution, update_id, store.decode_state(execution), include_ended)
