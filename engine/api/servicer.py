@@ -30,6 +30,7 @@ from temporalio.api.history.v1 import History
 from temporalio.api.namespace.v1 import NamespaceConfig, NamespaceInfo
 from temporalio.api.query.v1 import QueryRejected
 from temporalio.api.replication.v1 import ClusterReplicationConfig, NamespaceReplicationConfig
+from temporalio.api.sdk.v1 import UserMetadata
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.update.v1 import UpdateRef
 from temporalio.api.workflow.v1 import (
@@ -1147,6 +1148,7 @@ def _describe_execution(snap: reads.RunSnapshot) -> rr.DescribeWorkflowExecution
             workflow_execution_timeout=dur(s.execution_timeout),
             workflow_run_timeout=dur(s.run_timeout),
             default_workflow_task_timeout=dur(s.workflow_task_timeout),
+            user_metadata=UserMetadata.FromString(s.user_metadata) if s.user_metadata else None,
         ),
         workflow_execution_info=info,
         pending_activities=pending,

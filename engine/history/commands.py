@@ -65,7 +65,11 @@ def apply_all(
                 )
             updates.handle_message(m, message, completed_event_id=completed_event_id)
             continue
+        first_new = len(m.events)
         _apply(m, command, completed_event_id, request.identity, outcome)
+        if command.HasField("user_metadata") and len(m.events) > first_new:
+            # The command's summary and details travel on the event it produced (e.g. a timer's summary).
+            m.events[first_new].user_metadata.CopyFrom(command.user_metadata)
     for message in messages.values():
         if m.state.running:
             updates.handle_message(m, message, completed_event_id=completed_event_id)

@@ -180,7 +180,11 @@ def start(
     if state.execution_expiration is not None:
         attrs.workflow_execution_expiration_time.FromDatetime(state.execution_expiration)
     state.start_attrs = attrs.SerializeToString()
-    m.add(new_event(attrs))
+    started = new_event(attrs)
+    if request.HasField("user_metadata"):
+        started.user_metadata.CopyFrom(request.user_metadata)
+        state.user_metadata = request.user_metadata.SerializeToString()
+    m.add(started)
     if first_task_backoff > 0:
         m.timer(TimerKind.WORKFLOW_BACKOFF, execution_time)
     elif schedule_first_task:

@@ -154,6 +154,8 @@ class MutableState(msgspec.Struct, kw_only=True):
     attempt: int = 1
     """The workflow retry attempt of this run (its retry policy starts the next one)."""
     start_attrs: bytes = b""
+    user_metadata: bytes = b""
+    """The start's static summary and details (temporal.api.sdk.v1.UserMetadata), shown by describe."""
     """The WorkflowExecutionStartedEventAttributes, serialised: what a retry starts again with."""
     parent: ParentInfo | None = None
     children: dict[int, ChildInfo] = msgspec.field(default_factory=dict)

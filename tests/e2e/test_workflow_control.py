@@ -260,3 +260,20 @@ async def test_eager_workflow_start(client, task_queue):
 
 async def test_health_check(client):
     assert await client.service_client.check_health()
+
+
+async def test_user_metadata_on_start_and_timers(client, task_queue):
+    handle = await client.start_workflow(
+        w.TimerWorkflow.run,
+        0.1,
+        id=new_id(),
+        task_queue=task_queue,
+        static_summary="a summary",
+        static_details="some details",
+    )
+    await handle.result()
+    first = (await events(handle))[0]
+    assert b"a summary" in first.user_metadata.summary.data
+    description = await handle.describe()
+    assert await description.static_summary() == "a summary"
+    assert await description.static_details() == "some details"
