@@ -275,25 +275,16 @@ def continue_as_new(
         ),
     )
     state.new_execution_run_id = new_run_id
-    return start(
-        namespace_id=state.namespace_id,
-        namespace=state.namespace,
-        run_id=new_run_id,
+    return _start_continuation(
+        m,
         request=request,
-        now=m.now,
-        continuation=Continuation(
-            previous_run_id=state.run_id,
-            first_run_id=state.first_run_id,
-            initiator=initiator,
-            execution_expiration=state.execution_expiration,
-            execution_timeout=state.execution_timeout,
-            continued_failure=attrs.failure if attrs.HasField("failure") else None,
-            last_completion_result=attrs.last_completion_result
-            if attrs.HasField("last_completion_result")
-            else None,
-        ),
-        first_task_backoff=backoff,
-        parent=state.parent,
+        initiator=initiator,
+        attempt=1,
+        delay=backoff,
+        failure=attrs.failure if attrs.HasField("failure") else None,
+        last_completion_result=attrs.last_completion_result
+        if attrs.HasField("last_completion_result")
+        else None,
     )
 
 
@@ -536,10 +527,33 @@ def _next_run(
         if state.search_attributes
         else None,
     )
+    return _start_continuation(
+        m,
+        request=request,
+        initiator=initiator,
+        attempt=attempt,
+        delay=delay,
+        failure=failure,
+        last_completion_result=last_completion_result,
+    )
+
+
+def _start_continuation(
+    m: Mutation,
+    *,
+    request: StartWorkflowExecutionRequest,
+    initiator: int,
+    attempt: int,
+    delay: float,
+    failure: Failure | None,
+    last_completion_result: Payloads | None,
+) -> Mutation:
+    """Start the next run of this chain (continue-as-new, retry, cron) from `request`, carrying the chain."""
+    state = m.state
     return start(
         namespace_id=state.namespace_id,
         namespace=state.namespace,
-        run_id=new_run_id,
+        run_id=request.request_id,
         request=request,
         now=m.now,
         continuation=Continuation(
