@@ -699,123 +699,53 @@ class WorkflowService(wss.WorkflowServiceServicer):
             return rr.PollActivityTaskQueueResponse()
         return _activity_task_response(namespace, started)
 
+    # Activity outcomes arrive by task token (from the worker) or by ids (async completion from elsewhere);
+    # both resolve to a token and share one handler per outcome.
+
     @rpc
     async def RecordActivityTaskHeartbeat(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
-        token = _token(namespace, request.task_token)
-        if request.HasField("details"):
-            validation.blob_size(request.details, "heartbeat details")
-        cancel = await dbthreads.run(
-            activity_tasks.activity_heartbeat,
-            namespace=namespace,
-            token=token,
-            details=request.details if request.HasField("details") else None,
-        )
+        cancel = await _heartbeat(namespace, _token(namespace, request.task_token), request)
         return rr.RecordActivityTaskHeartbeatResponse(cancel_requested=cancel)
-
-    @rpc
-    async def RespondActivityTaskCompleted(self, request, context):  # noqa: N802
-        namespace = await _namespace(request.namespace)
-        token = _token(namespace, request.task_token)
-        if request.HasField("result"):
-            validation.blob_size(request.result, "result")
-        await dbthreads.run(
-            activity_tasks.activity_complete,
-            namespace=namespace,
-            token=token,
-            result=request.result if request.HasField("result") else None,
-            identity=request.identity,
-        )
-        return rr.RespondActivityTaskCompletedResponse()
-
-    @rpc
-    async def RespondActivityTaskFailed(self, request, context):  # noqa: N802
-        namespace = await _namespace(request.namespace)
-        token = _token(namespace, request.task_token)
-        if not request.HasField("failure"):
-            raise InvalidArgument("Failure is not set on request.")
-        validation.blob_size(request.failure, "failure")
-        await dbthreads.run(
-            activity_tasks.activity_fail,
-            namespace=namespace,
-            token=token,
-            failure=request.failure,
-            identity=request.identity,
-            last_heartbeat_details=request.last_heartbeat_details
-            if request.HasField("last_heartbeat_details")
-            else None,
-        )
-        return rr.RespondActivityTaskFailedResponse()
-
-    @rpc
-    async def RespondActivityTaskCanceled(self, request, context):  # noqa: N802
-        namespace = await _namespace(request.namespace)
-        token = _token(namespace, request.task_token)
-        await dbthreads.run(
-            activity_tasks.activity_canceled,
-            namespace=namespace,
-            token=token,
-            details=request.details if request.HasField("details") else None,
-            identity=request.identity,
-        )
-        return rr.RespondActivityTaskCanceledResponse()
-
-    # --- activities completed from outside the worker, by id -------------------------------------
 
     @rpc
     async def RecordActivityTaskHeartbeatById(self, request, context):  # noqa: N802
         namespace, token = await _activity_by_id(request)
-        if request.HasField("details"):
-            validation.blob_size(request.details, "heartbeat details")
-        cancel = await dbthreads.run(
-            activity_tasks.activity_heartbeat,
-            namespace=namespace,
-            token=token,
-            details=request.details if request.HasField("details") else None,
+        return rr.RecordActivityTaskHeartbeatByIdResponse(
+            cancel_requested=await _heartbeat(namespace, token, request)
         )
-        return rr.RecordActivityTaskHeartbeatByIdResponse(cancel_requested=cancel)
+
+    @rpc
+    async def RespondActivityTaskCompleted(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        await _activity_completed(namespace, _token(namespace, request.task_token), request)
+        return rr.RespondActivityTaskCompletedResponse()
 
     @rpc
     async def RespondActivityTaskCompletedById(self, request, context):  # noqa: N802
-        namespace, token = await _activity_by_id(request)
-        if request.HasField("result"):
-            validation.blob_size(request.result, "result")
-        await dbthreads.run(
-            activity_tasks.activity_complete,
-            namespace=namespace,
-            token=token,
-            result=request.result if request.HasField("result") else None,
-            identity=request.identity,
-        )
+        await _activity_completed(*await _activity_by_id(request), request)
         return rr.RespondActivityTaskCompletedByIdResponse()
 
     @rpc
+    async def RespondActivityTaskFailed(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        await _activity_failed(namespace, _token(namespace, request.task_token), request)
+        return rr.RespondActivityTaskFailedResponse()
+
+    @rpc
     async def RespondActivityTaskFailedById(self, request, context):  # noqa: N802
-        namespace, token = await _activity_by_id(request)
-        if not request.HasField("failure"):
-            raise InvalidArgument("Failure is not set on request.")
-        await dbthreads.run(
-            activity_tasks.activity_fail,
-            namespace=namespace,
-            token=token,
-            failure=request.failure,
-            identity=request.identity,
-            last_heartbeat_details=request.last_heartbeat_details
-            if request.HasField("last_heartbeat_details")
-            else None,
-        )
+        await _activity_failed(*await _activity_by_id(request), request)
         return rr.RespondActivityTaskFailedByIdResponse()
 
     @rpc
+    async def RespondActivityTaskCanceled(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        await _activity_canceled(namespace, _token(namespace, request.task_token), request)
+        return rr.RespondActivityTaskCanceledResponse()
+
+    @rpc
     async def RespondActivityTaskCanceledById(self, request, context):  # noqa: N802
-        namespace, token = await _activity_by_id(request)
-        await dbthreads.run(
-            activity_tasks.activity_canceled,
-            namespace=namespace,
-            token=token,
-            details=request.details if request.HasField("details") else None,
-            identity=request.identity,
-        )
+        await _activity_canceled(*await _activity_by_id(request), request)
         return rr.RespondActivityTaskCanceledByIdResponse()
 
     @rpc
@@ -828,6 +758,55 @@ class WorkflowService(wss.WorkflowServiceServicer):
                 sticky_queue=request.sticky_task_queue,
             )
         return rr.ShutdownWorkerResponse()
+
+
+async def _heartbeat(namespace, token, request) -> bool:  # type: ignore[no-untyped-def]
+    if request.HasField("details"):
+        validation.blob_size(request.details, "heartbeat details")
+    return await dbthreads.run(
+        activity_tasks.activity_heartbeat,
+        namespace=namespace,
+        token=token,
+        details=request.details if request.HasField("details") else None,
+    )
+
+
+async def _activity_completed(namespace, token, request) -> None:  # type: ignore[no-untyped-def]
+    if request.HasField("result"):
+        validation.blob_size(request.result, "result")
+    await dbthreads.run(
+        activity_tasks.activity_complete,
+        namespace=namespace,
+        token=token,
+        result=request.result if request.HasField("result") else None,
+        identity=request.identity,
+    )
+
+
+async def _activity_failed(namespace, token, request) -> None:  # type: ignore[no-untyped-def]
+    if not request.HasField("failure"):
+        raise InvalidArgument("Failure is not set on request.")
+    validation.blob_size(request.failure, "failure")
+    await dbthreads.run(
+        activity_tasks.activity_fail,
+        namespace=namespace,
+        token=token,
+        failure=request.failure,
+        identity=request.identity,
+        last_heartbeat_details=request.last_heartbeat_details
+        if request.HasField("last_heartbeat_details")
+        else None,
+    )
+
+
+async def _activity_canceled(namespace, token, request) -> None:  # type: ignore[no-untyped-def]
+    await dbthreads.run(
+        activity_tasks.activity_canceled,
+        namespace=namespace,
+        token=token,
+        details=request.details if request.HasField("details") else None,
+        identity=request.identity,
+    )
 
 
 async def _activity_by_id(request):  # type: ignore[no-untyped-def]
