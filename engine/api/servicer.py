@@ -545,7 +545,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
             update_id=request.update_ref.update_id,
         )
         response = await _update_response(
-            context, namespace, request.update_ref.update_id, status, request.wait_policy
+            context, namespace, request.update_ref.update_id, status, request.wait_policy, default_stage=0
         )
         return rr.PollWorkflowExecutionUpdateResponse(
             outcome=response.outcome if response.HasField("outcome") else None,
@@ -838,9 +838,12 @@ def _validate_update(request: rr.UpdateWorkflowExecutionRequest) -> None:
         validation.blob_size(request.request.input.args, "update args")
 
 
-async def _update_response(context, namespace, update_id, status, wait_policy):  # type: ignore[no-untyped-def]
+async def _update_response(
+    context, namespace, update_id, status, wait_policy, default_stage=update_rules.COMPLETED
+):  # type: ignore[no-untyped-def]
     """Wait (bounded) until the update reaches the stage asked for; answer with the stage reached."""
-    wanted = wait_policy.lifecycle_stage or update_rules.ACCEPTED
+    # Unspecified: an update call waits for completion; a poll answers with the stage reached so far.
+    wanted = wait_policy.lifecycle_stage or default_stage
     loop = asyncio.get_running_loop()
     deadline = _deadline(context, UPDATE_WAIT_SECONDS)
     with notify.hub.waiter(notify.run_key(status.execution.pk)) as waiter:

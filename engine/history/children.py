@@ -299,10 +299,10 @@ def external_outcome(m: Mutation, *, initiated_event_id: int, signal: bool, fail
 def on_close(m: Mutation, close_event: HistoryEvent) -> None:
     """Transfers a closing run owes others: its parent learns the outcome; children follow their policy."""
     state = m.state
-    if (
-        state.parent is not None
-        and close_event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
-    ):
+    attrs = getattr(close_event, close_event.WhichOneof("attributes"))
+    # A run that hands over to the next of its chain (continue-as-new, retry, cron) is not the end.
+    hands_over = bool(getattr(attrs, "new_execution_run_id", ""))
+    if state.parent is not None and not hands_over:
         m.transfer(TransferKind.CHILD_CLOSED, close_event.event_id, close_event.SerializeToString())
     for child in state.children.values():
         if child.parent_close_policy in (

@@ -37,7 +37,10 @@ def start_to_close_timeout(default: float, attempt: int) -> float:
     """The timeout of a given attempt: after the third, it grows so a failing task retries ever slower."""
     if attempt <= _RETRY_BACKOFF_MIN_ATTEMPTS:
         return default
-    backoff = _RETRY_INITIAL_INTERVAL * 2 ** (attempt - _RETRY_BACKOFF_MIN_ATTEMPTS - 1)
+    exponent = min(
+        attempt - _RETRY_BACKOFF_MIN_ATTEMPTS - 1, 32
+    )  # capped: the maximum is reached long before
+    backoff = _RETRY_INITIAL_INTERVAL * 2**exponent
     return default + min(backoff, _RETRY_MAX_INTERVAL)
 
 

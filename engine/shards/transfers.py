@@ -93,6 +93,7 @@ def _start_child(row: Transfer, execution: Execution, shard: int, range_id: int)
         header=attrs.header if attrs.HasField("header") else None,
         memo=attrs.memo if attrs.HasField("memo") else None,
         search_attributes=attrs.search_attributes if attrs.HasField("search_attributes") else None,
+        priority=attrs.priority if attrs.HasField("priority") else None,
     )
     root_id, root_run = parent_state.workflow_id, parent_state.run_id
     if parent_state.parent is not None:
