@@ -13,7 +13,6 @@ from temporalio.api.common.v1 import Memo, SearchAttributes, WorkflowExecution, 
 from temporalio.api.enums.v1 import (
     HistoryEventFilterType,
     NamespaceState,
-    PendingActivityState,
     QueryRejectCondition,
     QueryResultType,
     TaskQueueKind,
@@ -34,7 +33,6 @@ from temporalio.api.sdk.v1 import UserMetadata
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.update.v1 import UpdateRef
 from temporalio.api.workflow.v1 import (
-    PendingActivityInfo,
     PendingChildExecutionInfo,
     PendingWorkflowTaskInfo,
     WorkflowExecutionConfig,
@@ -47,13 +45,16 @@ from engine import notify, tokens, validation
 from engine.api import dbthreads
 from engine.api.convert import dur, ts
 from engine.api.errors import rpc
+from engine.api.pending_activities import pending_activity
 from engine.errors import DeadlineExceeded, EngineError, InvalidArgument, NotFound
 from engine.history import activity as activity_rules
+from engine.history import activity_control as activity_control_rules
 from engine.history import lifecycle
 from engine.history import updates as update_rules
 from engine.history.mutation import TaskKind
 from engine.matching import queue
 from engine.persistence import store
+from engine.services import activity_control as activity_control_services
 from engine.services import activity_tasks, queries, reads, workflow_tasks, workflows
 from engine.services import updates as update_services
 from tenants.models import Namespace
@@ -705,14 +706,21 @@ class WorkflowService(wss.WorkflowServiceServicer):
     @rpc
     async def RecordActivityTaskHeartbeat(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
-        cancel = await _heartbeat(namespace, _token(namespace, request.task_token), request)
-        return rr.RecordActivityTaskHeartbeatResponse(cancel_requested=cancel)
+        answer = await _heartbeat(namespace, _token(namespace, request.task_token), request)
+        return rr.RecordActivityTaskHeartbeatResponse(
+            cancel_requested=answer.cancel_requested,
+            activity_paused=answer.paused,
+            activity_reset=answer.reset,
+        )
 
     @rpc
     async def RecordActivityTaskHeartbeatById(self, request, context):  # noqa: N802
         namespace, token = await _activity_by_id(request)
+        answer = await _heartbeat(namespace, token, request)
         return rr.RecordActivityTaskHeartbeatByIdResponse(
-            cancel_requested=await _heartbeat(namespace, token, request)
+            cancel_requested=answer.cancel_requested,
+            activity_paused=answer.paused,
+            activity_reset=answer.reset,
         )
 
     @rpc
@@ -748,6 +756,75 @@ class WorkflowService(wss.WorkflowServiceServicer):
         await _activity_canceled(*await _activity_by_id(request), request)
         return rr.RespondActivityTaskCanceledByIdResponse()
 
+    # --- operator controls of pending activities ---------------------------------------------
+
+    @rpc
+    async def PauseActivity(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        target = _activity_target(request)
+        await dbthreads.run(
+            activity_control_services.activity_pause,
+            namespace=namespace,
+            workflow_id=request.execution.workflow_id,
+            run_id=request.execution.run_id,
+            target=target,
+            identity=request.identity,
+            reason=request.reason,
+            request_id=request.request_id,
+        )
+        return rr.PauseActivityResponse()
+
+    @rpc
+    async def UnpauseActivity(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        target = _activity_target(request)
+        await dbthreads.run(
+            activity_control_services.activity_unpause,
+            namespace=namespace,
+            workflow_id=request.execution.workflow_id,
+            run_id=request.execution.run_id,
+            target=target,
+            reset_attempts=request.reset_attempts,
+            reset_heartbeat=request.reset_heartbeat,
+            jitter=_jitter(request),
+        )
+        return rr.UnpauseActivityResponse()
+
+    @rpc
+    async def ResetActivity(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        target = _activity_target(request)
+        await dbthreads.run(
+            activity_control_services.activity_reset,
+            namespace=namespace,
+            workflow_id=request.execution.workflow_id,
+            run_id=request.execution.run_id,
+            target=target,
+            reset_heartbeat=request.reset_heartbeat,
+            keep_paused=request.keep_paused,
+            restore_original_options=request.restore_original_options,
+            jitter=_jitter(request),
+        )
+        return rr.ResetActivityResponse()
+
+    @rpc
+    async def UpdateActivityOptions(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        target = _activity_target(request)
+        if request.HasField("activity_options"):
+            _validate_priority(request.activity_options.priority)
+        options = await dbthreads.run(
+            activity_control_services.activity_update_options,
+            namespace=namespace,
+            workflow_id=request.execution.workflow_id,
+            run_id=request.execution.run_id,
+            target=target,
+            options=request.activity_options if request.HasField("activity_options") else None,
+            paths=list(request.update_mask.paths) if request.HasField("update_mask") else None,
+            restore_original=request.restore_original,
+        )
+        return rr.UpdateActivityOptionsResponse(activity_options=options)
+
     @rpc
     async def ShutdownWorker(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
@@ -760,7 +837,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
         return rr.ShutdownWorkerResponse()
 
 
-async def _heartbeat(namespace, token, request) -> bool:  # type: ignore[no-untyped-def]
+async def _heartbeat(namespace, token, request) -> activity_rules.HeartbeatAnswer:  # type: ignore[no-untyped-def]
     if request.HasField("details"):
         validation.blob_size(request.details, "heartbeat details")
     return await dbthreads.run(
@@ -822,6 +899,37 @@ async def _activity_by_id(request):  # type: ignore[no-untyped-def]
         activity_id=request.activity_id,
     )
     return namespace, token
+
+
+def _activity_target(request) -> activity_control_rules.Target:  # type: ignore[no-untyped-def]
+    """The activities an operator control names: by id, by type, or all (Temporal's frontend checks)."""
+    validation.require_id(request.execution.workflow_id, "WorkflowId")
+    validation.run_id(request.execution.run_id)
+    which = request.WhichOneof("activity")
+    if which is None:
+        raise InvalidArgument("Either Activity.Id or Activity.Type should be set on request.")
+    if which == "id":
+        return activity_control_rules.Target(activity_id=request.id)
+    if which == "type":
+        return activity_control_rules.Target(activity_type=request.type)
+    return activity_control_rules.Target(match_all=True)  # match_all or unpause_all
+
+
+def _jitter(request) -> float:  # type: ignore[no-untyped-def]
+    jitter = request.jitter.ToTimedelta().total_seconds() if request.HasField("jitter") else 0.0
+    if jitter < 0:
+        raise InvalidArgument("Jitter cannot be negative.")
+    return jitter
+
+
+def _validate_priority(priority) -> None:  # type: ignore[no-untyped-def]
+    """Temporal's priorities.Validate, with its messages."""
+    if priority.priority_key < 0:
+        raise InvalidArgument("priority key can't be negative")
+    if len(priority.fairness_key) > 64:
+        raise InvalidArgument("fairness key length exceeds limit")
+    if priority.fairness_weight < 0:
+        raise InvalidArgument("must be greater than zero")
 
 
 def _validate_update(request: rr.UpdateWorkflowExecutionRequest) -> None:
@@ -1098,32 +1206,10 @@ def _describe_execution(snap: reads.RunSnapshot) -> rr.DescribeWorkflowExecution
         )
         root = WorkflowExecution(workflow_id=s.parent.root_workflow_id, run_id=s.parent.root_run_id)
     info.root_execution.CopyFrom(root)
-    pending = []
-    for a in sorted(s.activities.values(), key=lambda a: a.scheduled_event_id):
-        scheduled = activity_rules.scheduled_attributes(a)
-        if a.cancel_requested:
-            state = PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
-        elif a.started_time is not None:
-            state = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-        else:
-            state = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
-        item = PendingActivityInfo(
-            activity_id=a.activity_id,
-            activity_type=scheduled.activity_type,
-            state=state,
-            last_heartbeat_time=ts(a.last_heartbeat_time),
-            last_started_time=ts(a.started_time),
-            attempt=a.attempt,
-            maximum_attempts=scheduled.retry_policy.maximum_attempts,
-            scheduled_time=ts(a.attempt_scheduled_time),
-            expiration_time=ts(activity_rules.expiration(a)),
-            last_worker_identity=a.started_identity or a.last_worker_identity,
-        )
-        if a.heartbeat_details:
-            item.heartbeat_details.ParseFromString(a.heartbeat_details)
-        if a.last_failure:
-            item.last_failure.ParseFromString(a.last_failure)
-        pending.append(item)
+    now = clock.now()
+    pending = [
+        pending_activity(a, now) for a in sorted(s.activities.values(), key=lambda a: a.scheduled_event_id)
+    ]
     response = rr.DescribeWorkflowExecutionResponse(
         execution_config=WorkflowExecutionConfig(
             task_queue=TaskQueue(name=s.task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),

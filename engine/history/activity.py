@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio.api.command.v1 import ScheduleActivityTaskCommandAttributes
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Payloads, RetryPolicy
 from temporalio.api.enums.v1 import EventType, RetryState, TaskQueueKind, TimeoutType, WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure, TimeoutFailureInfo
 from temporalio.api.history.v1 import (
@@ -151,6 +152,25 @@ def scheduled_attributes(info: ActivityInfo) -> ActivityTaskScheduledEventAttrib
     return ActivityTaskScheduledEventAttributes.FromString(info.scheduled)
 
 
+def retry_policy(info: ActivityInfo) -> RetryPolicy:
+    """The retry policy in force: the scheduled one, unless an operator updated it."""
+    if info.retry_policy is not None:
+        return RetryPolicy.FromString(info.retry_policy)
+    return scheduled_attributes(info).retry_policy
+
+
+def dispatch_attributes(info: ActivityInfo) -> ActivityTaskScheduledEventAttributes:
+    """What a worker is handed: the scheduled attributes with the retry policy in force.
+
+    Temporal's task carries the timeouts of the scheduled event even after an option update (only
+    the server enforces the updated ones), and the retry policy of the activity's current state.
+    """
+    attrs = scheduled_attributes(info)
+    if info.retry_policy is not None:
+        attrs.retry_policy.CopyFrom(RetryPolicy.FromString(info.retry_policy))
+    return attrs
+
+
 def expiration(info: ActivityInfo) -> datetime | None:
     if info.schedule_to_close <= 0:
         return None
@@ -190,12 +210,27 @@ def pending(m: Mutation, scheduled_event_id: int, attempt: int) -> ActivityInfo:
 
 
 def start(
-    m: Mutation, *, scheduled_event_id: int, attempt: int, identity: str, request_id: str
+    m: Mutation,
+    *,
+    scheduled_event_id: int,
+    attempt: int,
+    identity: str,
+    request_id: str,
+    task_queue: str | None = None,
+    visible_at: datetime | None = None,
 ) -> ActivityInfo:
-    """A poller took the activity task: record the attempt started (no event yet) and arm its timeouts."""
+    """A poller took the activity task: record the attempt started (no event yet) and arm its timeouts.
+
+    `task_queue` and `visible_at` describe the task row (None when started eagerly, without one): a row
+    from before the attempt was paused, moved to another queue or rescheduled is stale.
+    """
     info = m.state.activities.get(scheduled_event_id) if m.state.running else None
-    if info is None or info.attempt != attempt or info.started_time is not None:
+    if info is None or info.attempt != attempt or info.started_time is not None or info.paused:
         raise StaleTask("activity task not found")
+    if task_queue is not None and task_queue != info.task_queue:
+        raise StaleTask("activity task was moved to another task queue")
+    if visible_at is not None and visible_at < (info.task_visible_at or info.attempt_scheduled_time):
+        raise StaleTask("activity task was rescheduled")
     info.started_time = m.now
     info.started_identity = identity
     info.started_request_id = request_id
@@ -218,13 +253,28 @@ def start(
     return info
 
 
-def heartbeat(m: Mutation, *, scheduled_event_id: int, attempt: int, details: Payloads | None) -> bool:
-    """Record a heartbeat; returns whether cancellation was requested."""
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    """What a heartbeat tells the worker about its attempt."""
+
+    cancel_requested: bool
+    paused: bool = False
+    """An operator paused the activity: the SDK cancels the attempt (it may still complete)."""
+    reset: bool = False
+    """An operator reset the activity while this attempt ran: the SDK cancels it."""
+
+
+def heartbeat(
+    m: Mutation, *, scheduled_event_id: int, attempt: int, details: Payloads | None
+) -> HeartbeatAnswer:
+    """Record a heartbeat; the answer says whether the attempt was cancelled, paused or reset."""
     info = pending(m, scheduled_event_id, attempt)
     info.last_heartbeat_time = m.now
     if details is not None and details.payloads:
         info.heartbeat_details = details.SerializeToString()
-    return info.cancel_requested
+    return HeartbeatAnswer(
+        cancel_requested=info.cancel_requested, paused=info.paused, reset=info.reset_requested
+    )
 
 
 def _started_event(m: Mutation, info: ActivityInfo) -> int:
@@ -270,6 +320,7 @@ def complete(
 
 def _retry(m: Mutation, info: ActivityInfo, failure: Failure) -> int:
     """Start the next attempt if the policy allows; returns the retry state."""
+    info.last_attempt_complete_time = m.now
     if info.cancel_requested:
         return RetryState.RETRY_STATE_CANCEL_REQUESTED
     if failure.WhichOneof(
@@ -279,8 +330,17 @@ def _retry(m: Mutation, info: ActivityInfo, failure: Failure) -> int:
         TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE,
     ):
         return RetryState.RETRY_STATE_TIMEOUT
+    policy = retry_policy(info)
+    if info.paused:
+        # Temporal keeps a paused activity pending whatever its policy says (only a non-retryable failure
+        # ends it): the next attempt waits, undispatched, for an unpause.
+        if not retry.is_retryable(failure, list(policy.non_retryable_error_types)):
+            return RetryState.RETRY_STATE_NON_RETRYABLE_FAILURE
+        m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, info.scheduled_event_id)
+        _next_attempt(info, failure)
+        return RetryState.RETRY_STATE_IN_PROGRESS
     decision = retry.decide(
-        policy=scheduled_attributes(info).retry_policy,
+        policy=policy,
         attempt=info.attempt,
         failure=failure,
         now=m.now,
@@ -289,16 +349,26 @@ def _retry(m: Mutation, info: ActivityInfo, failure: Failure) -> int:
     if not decision.retry:
         return decision.retry_state
     m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, info.scheduled_event_id, info.attempt)
+    _next_attempt(info, failure)
+    info.reset_requested = False
+    if info.reset_heartbeats:
+        info.heartbeat_details = b""
+        info.last_heartbeat_time = None
+        info.reset_heartbeats = False
+    info.attempt_scheduled_time = m.now + timedelta(seconds=decision.delay)
+    info.task_visible_at = None
+    m.task(TaskKind.ACTIVITY, info.task_queue, info.scheduled_event_id, info.attempt, delay=decision.delay)
+    _arm_schedule_timers(m, info, first=False)
+    return decision.retry_state
+
+
+def _next_attempt(info: ActivityInfo, failure: Failure) -> None:
     info.attempt += 1
     info.started_time = None
     info.last_worker_identity = info.started_identity
     info.started_identity = ""
     info.started_request_id = ""
     info.last_failure = failure.SerializeToString()
-    info.attempt_scheduled_time = m.now + timedelta(seconds=decision.delay)
-    m.task(TaskKind.ACTIVITY, info.task_queue, info.scheduled_event_id, info.attempt, delay=decision.delay)
-    _arm_schedule_timers(m, info, first=False)
-    return decision.retry_state
 
 
 def fail(
@@ -415,8 +485,8 @@ def request_cancel(m: Mutation, *, completed_event_id: int, scheduled_event_id: 
 def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int, timeout_type: int) -> None:
     """An activity timer fired. Applies only if it still matches the activity's current attempt and stage."""
     info = m.state.activities.get(scheduled_event_id) if m.state.running else None
-    if info is None or (attempt and attempt != info.attempt):
-        raise StaleTask("activity timer is stale")
+    if info is None or (attempt and attempt != info.attempt) or info.paused:
+        raise StaleTask("activity timer is stale")  # a paused activity's timeouts are armed again on unpause
     started = info.started_time is not None
     if timeout_type == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START and started:
         raise StaleTask("activity already started")

@@ -56,6 +56,27 @@ class ActivityInfo(msgspec.Struct, kw_only=True):
     last_worker_identity: str = ""
     cancel_requested: bool = False
     cancel_requested_event_id: int = 0
+    last_attempt_complete_time: datetime | None = None
+    """When the last attempt failed or timed out: a retry's backoff counts from it."""
+    task_visible_at: datetime | None = None
+    """When an operator rescheduled the current attempt: its task row's visible time. Older rows for the
+    attempt (pending before a pause, an option update or a reset) are stale; None means the attempt's
+    scheduled time is that of its row."""
+    paused: bool = False
+    """Paused by an operator: no new attempt is dispatched and no timeout fires until it is unpaused;
+    a running attempt may still complete (Temporal's PauseActivity)."""
+    pause_time: datetime | None = None
+    pause_identity: str = ""
+    pause_reason: str = ""
+    pause_request_id: str = ""
+    reset_requested: bool = False
+    """Reset while an attempt ran: its heartbeats answer activity_reset until the next attempt."""
+    reset_heartbeats: bool = False
+    """Reset with reset_heartbeat while an attempt ran: the next attempt starts without heartbeat details."""
+    retry_policy: bytes | None = None
+    """The retry policy an operator set (temporalio.api.common.v1.RetryPolicy); None: the scheduled one."""
+    priority: bytes | None = None
+    """The priority an operator set (temporalio.api.common.v1.Priority); None: the scheduled one."""
 
 
 class TimerInfo(msgspec.Struct, kw_only=True):

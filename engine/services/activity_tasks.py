@@ -46,7 +46,7 @@ def started(execution: Execution, m: Mutation, info: ActivityInfo) -> StartedAct
         workflow_type=m.state.workflow_type,
         scheduled_event_id=info.scheduled_event_id,
         attempt=info.attempt,
-        scheduled=activity.scheduled_attributes(info),
+        scheduled=activity.dispatch_attributes(info),
         scheduled_time=info.scheduled_time,
         attempt_scheduled_time=info.attempt_scheduled_time,
         started_time=info.started_time,
@@ -64,6 +64,8 @@ def poll_once(
             attempt=task.attempt,
             identity=identity,
             request_id=request_id,
+            task_queue=task.task_queue,
+            visible_at=task.visible_at,
         )
         return started(execution, m, info)
 
@@ -79,17 +81,19 @@ def _update(namespace: Namespace, token: TaskToken, apply: Callable[[Execution, 
         raise NotFound(TASK_NOT_FOUND) from None
 
 
-def activity_heartbeat(*, namespace: Namespace, token: TaskToken, details: Payloads | None) -> bool:
-    """Record a heartbeat; returns True when the workflow asked for the activity to be cancelled."""
-    return bool(
-        _update(
-            namespace,
-            token,
-            lambda _e, m: activity.heartbeat(
-                m, scheduled_event_id=token.scheduled_event_id, attempt=token.attempt, details=details
-            ),
-        )
+def activity_heartbeat(
+    *, namespace: Namespace, token: TaskToken, details: Payloads | None
+) -> activity.HeartbeatAnswer:
+    """Record a heartbeat; the answer says whether the attempt was cancelled, paused or reset."""
+    answer = _update(
+        namespace,
+        token,
+        lambda _e, m: activity.heartbeat(
+            m, scheduled_event_id=token.scheduled_event_id, attempt=token.attempt, details=details
+        ),
     )
+    assert isinstance(answer, activity.HeartbeatAnswer)
+    return answer
 
 
 def activity_complete(

@@ -428,11 +428,22 @@ class Run:
         )
 
     def heartbeat(self, now: float, scheduled_event_id: int, details: Payloads | None = None) -> bool:
+        """Heartbeat the current attempt; returns whether cancellation was requested."""
+        return self.heartbeat_answer(now, scheduled_event_id, details).cancel_requested
+
+    def heartbeat_answer(
+        self,
+        now: float,
+        scheduled_event_id: int,
+        details: Payloads | None = None,
+        *,
+        attempt: int | None = None,
+    ) -> activity.HeartbeatAnswer:
         return self.apply(
             now,
             activity.heartbeat,
             scheduled_event_id=scheduled_event_id,
-            attempt=self.activity_attempt(scheduled_event_id),
+            attempt=self.activity_attempt(scheduled_event_id) if attempt is None else attempt,
             details=details,
         )
 
