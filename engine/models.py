@@ -147,3 +147,29 @@ class Transfer(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["shard", "id"], name="transfer_by_shard")]
+
+
+class Schedule(models.Model):
+    """A schedule: its spec, action, policies and scheduler state, sealed as one document.
+
+    `next_wakeup_at` is what the shard loop scans (rule 3): when it passes, the schedule's shard owner
+    takes the actions due. Runs the schedule started wake it early when they close (a transfer).
+    """
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
+    schedule_id = models.CharField(max_length=1000)
+    shard = models.SmallIntegerField()
+    next_wakeup_at = models.DateTimeField(null=True)
+    created_at = models.DateTimeField()
+    data = models.BinaryField()
+    """The scheduler's record (engine.schedules.rules), encrypted: the action carries payloads."""
+    memo = models.BinaryField(default=b"")
+    """The schedule's own memo (a serialized Memo), encrypted."""
+    search_attributes = models.BinaryField(default=b"")
+    """The schedule's own search attributes (a serialized SearchAttributes), plaintext like a run's."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "schedule_id"], name="schedule_unique_id")
+        ]
+        indexes = [models.Index(fields=["shard", "next_wakeup_at"], name="schedule_due")]

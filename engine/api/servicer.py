@@ -55,7 +55,7 @@ from engine.history.mutation import TaskKind
 from engine.matching import queue
 from engine.persistence import store
 from engine.services import activity_control as activity_control_services
-from engine.services import activity_tasks, queries, reads, workflow_tasks, workflows
+from engine.services import activity_tasks, queries, reads, schedules, workflow_tasks, workflows
 from engine.services import updates as update_services
 from tenants.models import Namespace
 from tenants.selectors import namespace_by_name
@@ -835,6 +835,56 @@ class WorkflowService(wss.WorkflowServiceServicer):
                 sticky_queue=request.sticky_task_queue,
             )
         return rr.ShutdownWorkerResponse()
+
+    # --- schedules -------------------------------------------------------------------------------
+
+    @rpc
+    async def CreateSchedule(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        token = await dbthreads.run(schedules.schedule_create, namespace=namespace, request=request)
+        return rr.CreateScheduleResponse(conflict_token=token.to_bytes(8, "big"))
+
+    @rpc
+    async def DescribeSchedule(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        return await dbthreads.run(
+            schedules.schedule_describe, namespace=namespace, schedule_id=request.schedule_id
+        )
+
+    @rpc
+    async def UpdateSchedule(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        await dbthreads.run(schedules.schedule_update, namespace=namespace, request=request)
+        return rr.UpdateScheduleResponse()
+
+    @rpc
+    async def PatchSchedule(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        await dbthreads.run(schedules.schedule_patch, namespace=namespace, request=request)
+        return rr.PatchScheduleResponse()
+
+    @rpc
+    async def DeleteSchedule(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        await dbthreads.run(schedules.schedule_delete, namespace=namespace, schedule_id=request.schedule_id)
+        return rr.DeleteScheduleResponse()
+
+    @rpc
+    async def ListSchedules(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        return await dbthreads.run(
+            schedules.schedule_list,
+            namespace=namespace,
+            page_size=request.maximum_page_size,
+            page_token=request.next_page_token,
+            query=request.query,
+        )
+
+    @rpc
+    async def ListScheduleMatchingTimes(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        times = await dbthreads.run(schedules.schedule_matching_times, namespace=namespace, request=request)
+        return rr.ListScheduleMatchingTimesResponse(start_time=times)
 
 
 async def _heartbeat(namespace, token, request) -> activity_rules.HeartbeatAnswer:  # type: ignore[no-untyped-def]

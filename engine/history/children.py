@@ -38,6 +38,7 @@ from engine.history.errors import CommandFailure, StaleTask
 from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TransferKind
 from engine.history.state import ChildInfo, ExternalRequest
+from engine.schedules.rules import scheduled_by
 
 _BAD_CHILD = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_START_CHILD_EXECUTION_ATTRIBUTES
 _BAD_SIGNAL = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SIGNAL_WORKFLOW_EXECUTION_ATTRIBUTES
@@ -304,6 +305,9 @@ def on_close(m: Mutation, close_event: HistoryEvent) -> None:
     hands_over = bool(getattr(attrs, "new_execution_run_id", ""))
     if state.parent is not None and not hands_over:
         m.transfer(TransferKind.CHILD_CLOSED, close_event.event_id, close_event.SerializeToString())
+    if not hands_over and scheduled_by(state.search_attributes) is not None:
+        # The schedule that started this run waits for it (overlap policy, last result, pause on failure).
+        m.transfer(TransferKind.SCHEDULE_RUN_CLOSED, close_event.event_id)
     for child in state.children.values():
         if child.parent_close_policy in (
             ParentClosePolicy.PARENT_CLOSE_POLICY_TERMINATE,

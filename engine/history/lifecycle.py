@@ -177,6 +177,12 @@ def start(
             attrs.continued_failure.CopyFrom(continuation.continued_failure)
         if continuation.last_completion_result is not None:
             attrs.last_completion_result.CopyFrom(continuation.last_completion_result)
+    else:
+        # A schedule hands its previous run's outcome to the next run it starts.
+        if request.HasField("last_completion_result"):
+            attrs.last_completion_result.CopyFrom(request.last_completion_result)
+        if request.HasField("continued_failure"):
+            attrs.continued_failure.CopyFrom(request.continued_failure)
     if state.execution_expiration is not None:
         attrs.workflow_execution_expiration_time.FromDatetime(state.execution_expiration)
     state.start_attrs = attrs.SerializeToString()

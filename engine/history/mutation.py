@@ -48,6 +48,7 @@ class TransferKind(enum.IntEnum):
     SIGNAL_EXTERNAL = 3
     CANCEL_EXTERNAL = 4
     PARENT_CLOSE_POLICY = 5
+    SCHEDULE_RUN_CLOSED = 6
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,3 +39,7 @@ def transfer_aad(namespace_id: uuid.UUID, run_id: str, event_id: int) -> bytes:
 
 def state_aad(namespace_id: uuid.UUID, run_id: str) -> bytes:
     return f"perdura/state/{namespace_id}/{run_id}".encode()
+
+
+def schedule_aad(namespace_id: uuid.UUID, schedule_id: str, part: str) -> bytes:
+    return f"perdura/schedule/{namespace_id}/{schedule_id}/{part}".encode()

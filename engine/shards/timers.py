@@ -13,6 +13,7 @@ from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TimerKind
 from engine.models import Timer
 from engine.persistence import store
+from engine.services import schedules
 from engine.shards import leases, transfers
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ def process_shard(shard: int, owner: str) -> int:
             if len(rows) < BATCH:
                 break
         fired += transfers.process(shard, range_id)
+        fired += schedules.process_due(shard, range_id)
     except leases.LeaseLost:
         log.warning("lost the lease of shard %s while processing it; another worker continues", shard)
         return fired
@@ -78,9 +80,12 @@ def process_shard(shard: int, owner: str) -> int:
 
 def due_shards() -> list[int]:
     """Shards that have timers due now or transfers waiting (reads, so idle sweeps write nothing)."""
-    due = set(Timer.objects.filter(fire_at__lte=clock.now()).values_list("shard", flat=True).distinct())
-    return sorted(due | set(transfers.shards_with_transfers()))
+    now = clock.now()
+    due = set(Timer.objects.filter(fire_at__lte=now).values_list("shard", flat=True).distinct())
+    return sorted(due | set(transfers.shards_with_transfers()) | schedules.due_shards(now))
 
 
 def next_fire_at():  # type: ignore[no-untyped-def]
-    return Timer.objects.aggregate(first=Min("fire_at"))["first"]
+    first = Timer.objects.aggregate(first=Min("fire_at"))["first"]
+    wakeup = schedules.next_wakeup()
+    return wakeup if first is None or (wakeup is not None and wakeup < first) else first

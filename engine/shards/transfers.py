@@ -33,7 +33,8 @@ from engine.history.mutation import Mutation, TransferKind
 from engine.history.state import ParentInfo
 from engine.models import Execution, Transfer
 from engine.persistence import encryption, store
-from engine.services import workflows
+from engine.schedules.rules import scheduled_by
+from engine.services import schedules, workflows
 from engine.services.update import run_update
 from engine.shards import leases
 from tenants.models import Namespace
@@ -242,12 +243,20 @@ def _parent_close_policy(row: Transfer, execution: Execution, shard: int, range_
     _record(row, shard, range_id, None)
 
 
+def _schedule_run_closed(row: Transfer, execution: Execution, shard: int, range_id: int) -> None:
+    schedule_id = scheduled_by(store.decode_state(execution).search_attributes)
+    if schedule_id is not None:
+        schedules.schedule_wake(namespace_id=execution.namespace_id, schedule_id=schedule_id)
+    _record(row, shard, range_id, None)
+
+
 _HANDLERS = {
     TransferKind.START_CHILD: _start_child,
     TransferKind.CHILD_CLOSED: _child_closed,
     TransferKind.SIGNAL_EXTERNAL: _signal_external,
     TransferKind.CANCEL_EXTERNAL: _cancel_external,
     TransferKind.PARENT_CLOSE_POLICY: _parent_close_policy,
+    TransferKind.SCHEDULE_RUN_CLOSED: _schedule_run_closed,
 }
 
 

@@ -1,0 +1,592 @@
+"""Schedules: create, describe, update, patch, delete, list, and the scheduler tick that takes due actions.
+
+The rules are pure (engine.schedules); this module loads and locks a schedule row, applies them, does the
+I/O they call for (start, cancel or terminate runs, read the status of runs it started) and persists the
+sealed record with its next wake-up in the same transaction. The shard that owns a schedule's row wakes
+it when `next_wakeup_at` passes (engine.shards.timers), under the shard's fence (DESIGN.md rules 3, 4).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Min
+from perdura import clock
+from temporalio.api.common.v1 import Memo, Payloads, SearchAttributes
+from temporalio.api.enums.v1 import WorkflowIdReusePolicy
+from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailure
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.schedule.v1 import Schedule, ScheduleInfo, ScheduleListEntry
+from temporalio.api.workflowservice.v1 import (
+    CreateScheduleRequest,
+    DescribeScheduleResponse,
+    ListScheduleMatchingTimesRequest,
+    ListSchedulesResponse,
+    PatchScheduleRequest,
+    StartWorkflowExecutionRequest,
+    UpdateScheduleRequest,
+)
+
+from engine import ids, notify, validation
+from engine.errors import AlreadyExists, EngineError, InvalidArgument, NotFound
+from engine.history import retry
+from engine.models import CurrentRun, Execution
+from engine.models import Schedule as ScheduleRow
+from engine.persistence import encryption, store
+from engine.schedules import rules
+from engine.schedules.spec import CompiledSpec, SpecError, clean, compile_spec
+from engine.services import workflows
+from engine.shards import leases
+from tenants.models import Namespace
+
+log = logging.getLogger(__name__)
+_SCHEDULER_PREFIX = "temporal-sys-scheduler:"
+_TIMESTAMP_SUFFIX = "-2009-11-10T23:00:00Z"
+_MAX_NOTES = 1000
+_MAX_BUFFER_PASSES = 20
+BATCH = 100
+
+
+# --- sealing ---------------------------------------------------------------------------------------
+
+
+def _seal(row: ScheduleRow, record: rules.ScheduleRecord) -> None:
+    row.data = encryption.seal(
+        row.namespace_id,
+        rules.dump(record),
+        encryption.schedule_aad(row.namespace_id, row.schedule_id, "data"),
+    )
+
+
+def _open(row: ScheduleRow) -> rules.ScheduleRecord:
+    return rules.load(
+        encryption.unseal(
+            row.namespace_id, row.data, encryption.schedule_aad(row.namespace_id, row.schedule_id, "data")
+        )
+    )
+
+
+def _memo(row: ScheduleRow) -> Memo | None:
+    if not row.memo:
+        return None
+    return Memo.FromString(
+        encryption.unseal(
+            row.namespace_id, row.memo, encryption.schedule_aad(row.namespace_id, row.schedule_id, "memo")
+        )
+    )
+
+
+def _lock(namespace: Namespace, schedule_id: str) -> ScheduleRow:
+    row = ScheduleRow.objects.select_for_update().filter(namespace=namespace, schedule_id=schedule_id).first()
+    if row is None:
+        raise NotFound("schedule not found")
+    return row
+
+
+def _seed(row: ScheduleRow) -> str:
+    return rules.jitter_seed(str(row.namespace_id), row.schedule_id)
+
+
+# --- validation ------------------------------------------------------------------------------------
+
+
+def _canonical_schedule(schedule: Schedule) -> None:
+    """Compile the spec to its canonical form in place and check the action, as Temporal's frontend does."""
+    try:
+        canonical = compile_spec(schedule.spec).spec
+    except SpecError as e:
+        raise InvalidArgument(f"Invalid schedule spec: {e}") from None
+    schedule.spec.CopyFrom(canonical)
+    if not schedule.action.HasField("start_workflow"):
+        return
+    action = schedule.action.start_workflow
+    validation.require_id(action.workflow_id + _TIMESTAMP_SUFFIX, "WorkflowId")
+    if not action.workflow_id:
+        raise InvalidArgument("WorkflowId is not set on request.")
+    if not action.workflow_type.name:
+        raise InvalidArgument("WorkflowType is not set on request.")
+    validation.require_task_queue(action.task_queue.name)
+    for name, label in (
+        ("workflow_execution_timeout", "WorkflowExecutionTimeout"),
+        ("workflow_run_timeout", "WorkflowRunTimeout"),
+        ("workflow_task_timeout", "WorkflowTaskTimeout"),
+    ):
+        if action.HasField(name):
+            validation.non_negative(getattr(action, name), label)
+    if action.cron_schedule:
+        raise InvalidArgument("Scheduled workflow must not contain CronSchedule")
+    if action.workflow_id_reuse_policy not in (
+        WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_UNSPECIFIED,
+        WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+    ):
+        raise InvalidArgument("Scheduled workflow must not contain WorkflowIDReusePolicy")
+    if action.HasField("retry_policy"):
+        try:
+            action.retry_policy.CopyFrom(retry.normalized(action.retry_policy))
+        except retry.RetryPolicyError as e:
+            raise InvalidArgument(str(e)) from None
+
+
+def _check_request_id(request_id: str) -> None:
+    if not request_id:
+        raise InvalidArgument("RequestId is not set on request.")
+    if len(request_id) > validation.MAX_ID_LENGTH:
+        raise InvalidArgument("RequestId length exceeds limit.")
+
+
+# --- the tick ----------------------------------------------------------------------------------------
+
+
+def _outcome(workflow_id: str, execution: Execution | None) -> rules.RunOutcome:
+    """How a watched run ended, read from its close event (a deleted run ended with nothing to carry)."""
+    if execution is None:
+        return rules.RunOutcome(
+            workflow_id=workflow_id, status=rules.Status.WORKFLOW_EXECUTION_STATUS_TERMINATED
+        )
+    close = None
+    for event in store.history_events(execution, first_event_id=max(execution.next_event_id - 1, 1)):
+        close = event
+    result, failure, message = b"", b"", ""
+    which = close.WhichOneof("attributes") if close is not None else None
+    attrs = getattr(close, which) if which else None
+    fields = attrs.DESCRIPTOR.fields_by_name if attrs is not None else {}
+    if "result" in fields and attrs.HasField("result"):
+        result = attrs.result.SerializeToString()
+    if "failure" in fields and attrs.HasField("failure"):
+        failure = attrs.failure.SerializeToString()
+        message = attrs.failure.message
+    elif execution.status != rules.Status.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+        status_name = rules.Status.Name(execution.status).removeprefix("WORKFLOW_EXECUTION_STATUS_").lower()
+        failure = Failure(message=f"workflow {status_name}").SerializeToString()
+    return rules.RunOutcome(
+        workflow_id=workflow_id,
+        status=execution.status,
+        result=result,
+        failure=failure,
+        failure_message=message,
+    )
+
+
+def _refresh(row: ScheduleRow, record: rules.ScheduleRecord) -> None:
+    """Check every run the schedule counts as running (the newest run of its chain); record those that closed."""
+    for watched in list(record.info.running_workflows):
+        current = CurrentRun.objects.filter(
+            namespace_id=row.namespace_id, workflow_id=watched.workflow_id
+        ).first()
+        execution = None
+        if current is not None:
+            execution = Execution.objects.filter(
+                namespace_id=row.namespace_id, workflow_id=watched.workflow_id, run_id=current.run_id
+            ).first()
+        if execution is not None and execution.status == rules.RUNNING and (
+            execution.run_id == watched.run_id
+            or store.decode_state(execution).first_run_id == watched.run_id
+        ):
+            continue
+        rules.run_closed(record, _outcome(watched.workflow_id, execution))
+
+
+def _start(
+    namespace: Namespace,
+    row: ScheduleRow,
+    record: rules.ScheduleRecord,
+    start: rules.BufferedStart,
+    now: datetime,
+) -> None:
+    action = record.schedule.action.start_workflow
+    workflow_id = rules.scheduled_workflow_id(action.workflow_id, start.nominal)
+    overlap = rules.resolve_overlap(record.schedule, start.overlap)
+    request = StartWorkflowExecutionRequest(
+        namespace=namespace.name,
+        workflow_id=workflow_id,
+        workflow_type=action.workflow_type,
+        task_queue=action.task_queue,
+        input=action.input if action.HasField("input") else None,
+        workflow_execution_timeout=action.workflow_execution_timeout
+        if action.HasField("workflow_execution_timeout")
+        else None,
+        workflow_run_timeout=action.workflow_run_timeout if action.HasField("workflow_run_timeout") else None,
+        workflow_task_timeout=action.workflow_task_timeout
+        if action.HasField("workflow_task_timeout")
+        else None,
+        identity=f"temporal-scheduler-{namespace.name}-{row.schedule_id}",
+        request_id=start.request_id,
+        workflow_id_reuse_policy=WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+        if start.manual
+        else WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+        retry_policy=action.retry_policy if action.HasField("retry_policy") else None,
+        memo=action.memo if action.HasField("memo") else None,
+        search_attributes=rules.action_search_attributes(
+            action.search_attributes if action.HasField("search_attributes") else None,
+            schedule_id=row.schedule_id,
+            nominal=start.nominal,
+        ),
+        header=action.header if action.HasField("header") else None,
+        user_metadata=action.user_metadata if action.HasField("user_metadata") else None,
+        priority=action.priority if action.HasField("priority") else None,
+    )
+    # Allow-all runs overlap freely, so they neither receive nor hand on results (as in Temporal).
+    if overlap != rules.ALLOW_ALL:
+        if record.last_completion_result:
+            request.last_completion_result.CopyFrom(Payloads.FromString(record.last_completion_result))
+        if record.continued_failure:
+            request.continued_failure.CopyFrom(Failure.FromString(record.continued_failure))
+    try:
+        result = workflows.workflow_start(namespace=namespace, request=request)
+    except EngineError as e:
+        log.warning("schedule %s could not start %s: %s", row.schedule_id, workflow_id, e.message)
+        return
+    rules.record_action(
+        record,
+        start,
+        workflow_id=workflow_id,
+        run_id=result.run_id,
+        started_at=now,
+        track=overlap != rules.ALLOW_ALL,
+    )
+
+
+def _cancel_or_terminate(namespace: Namespace, record: rules.ScheduleRecord, *, terminate: bool) -> None:
+    for execution in list(record.info.running_workflows):
+        try:
+            if terminate:
+                workflows.workflow_terminate(
+                    namespace=namespace,
+                    workflow_id=execution.workflow_id,
+                    run_id="",
+                    reason="terminated by schedule overlap policy",
+                    details=None,
+                    identity="temporal-scheduler",
+                )
+            else:
+                workflows.workflow_request_cancel(
+                    namespace=namespace,
+                    workflow_id=execution.workflow_id,
+                    run_id="",
+                    identity="temporal-scheduler",
+                    reason="cancelled by schedule overlap policy",
+                )
+        except EngineError as e:
+            log.info("overlap policy could not stop %s: %s", execution.workflow_id, e.message)
+
+
+def _process_buffer(
+    namespace: Namespace, row: ScheduleRow, record: rules.ScheduleRecord, now: datetime
+) -> bool:
+    """One pass of the overlap policy over the buffer; True if another pass may do more."""
+    if not record.schedule.action.HasField("start_workflow") or not record.buffered:
+        record.buffered = []
+        return False
+    running = bool(record.info.running_workflows)
+    plan = rules.plan_buffer(
+        record.buffered, running=running, resolve=lambda p: rules.resolve_overlap(record.schedule, p)
+    )
+    record.buffered = plan.new_buffer
+    record.info.overlap_skipped += plan.overlap_skipped
+    starts = list(plan.overlapping_starts)
+    if plan.non_overlapping_start is not None:
+        starts.append(plan.non_overlapping_start)
+    again = False
+    for start in starts:
+        if not rules.can_take_action(record, manual=start.manual, decrement=True):
+            again = True
+            continue
+        _start(namespace, row, record, start, now)
+    if plan.need_terminate:
+        _cancel_or_terminate(namespace, record, terminate=True)
+        # A terminated run closes in the same transaction: see it closed and start the next now.
+        _refresh(row, record)
+        again = again or bool(record.buffered)
+    elif plan.need_cancel:
+        _cancel_or_terminate(namespace, record, terminate=False)
+    return again
+
+
+def _tick(
+    namespace: Namespace, row: ScheduleRow, record: rules.ScheduleRecord, now: datetime
+) -> CompiledSpec | None:
+    """Take every action due by `now`, apply the overlap policy, and set the next wake-up (in the caller's
+    transaction, on a locked row)."""
+    spec = rules.compiled(record)
+    seed = _seed(row)
+    rules.advance(record, spec, seed, now)
+    _refresh(row, record)
+    for _ in range(_MAX_BUFFER_PASSES):
+        if not _process_buffer(namespace, row, record, now):
+            break
+    row.next_wakeup_at = rules.next_wakeup(record, spec, seed, now)
+    return spec
+
+
+def _save(row: ScheduleRow, record: rules.ScheduleRecord, *, create: bool = False) -> None:
+    _seal(row, record)
+    if create:
+        row.save(force_insert=True)
+    else:
+        row.save(update_fields=["next_wakeup_at", "data", "memo", "search_attributes"])
+    if row.next_wakeup_at is not None:
+        _hint(row.shard, row.next_wakeup_at)
+
+
+def _hint(shard: int, at: datetime) -> None:
+    """Wake-up hint for the shard owner (the row is the truth; a lost hint waits for the sweep)."""
+    if getattr(settings, "PERDURA_TIMER_WAKEUPS", "") != "celery":
+        notify.publish_on_commit({notify.TIMERS_KEY: 1})
+        return
+
+    def send() -> None:
+        from engine import tasks
+
+        try:
+            tasks.process_shard.apply_async(args=[shard], eta=at)
+        except Exception:  # noqa: BLE001 - a lost hint is caught by the sweep
+            pass
+
+    transaction.on_commit(send)
+
+
+# --- API-facing services ------------------------------------------------------------------------------
+
+
+def schedule_create(*, namespace: Namespace, request: CreateScheduleRequest) -> int:
+    """Register a schedule and take whatever its initial patch asks (trigger now, backfills) at once.
+
+    Returns the conflict token. Raises:
+        InvalidArgument: a bad spec or action (Temporal's messages).
+        AlreadyExists: the schedule id is taken (with WorkflowExecutionAlreadyStartedFailure details).
+    """
+    validation.require_id(_SCHEDULER_PREFIX + request.schedule_id, "WorkflowId")
+    if not request.schedule_id:
+        raise InvalidArgument("ScheduleId is not set on request.")
+    _check_request_id(request.request_id)
+    schedule = Schedule()
+    schedule.CopyFrom(request.schedule)
+    _canonical_schedule(schedule)
+    now = clock.now()
+    rules.ensure_defaults(schedule)
+    record = rules.ScheduleRecord(schedule=schedule, info=ScheduleInfo(), last_processed=now)
+    record.info.create_time.CopyFrom(rules.timestamp(now))
+    row = ScheduleRow(
+        namespace=namespace,
+        schedule_id=request.schedule_id,
+        shard=ids.shard_for(namespace.id, _SCHEDULER_PREFIX + request.schedule_id, settings.PERDURA_SHARDS),
+        created_at=now,
+        search_attributes=request.search_attributes.SerializeToString()
+        if request.HasField("search_attributes") and request.search_attributes.indexed_fields
+        else b"",
+    )
+    if request.HasField("memo") and request.memo.fields:
+        row.memo = encryption.seal(
+            namespace.id,
+            request.memo.SerializeToString(),
+            encryption.schedule_aad(namespace.id, request.schedule_id, "memo"),
+        )
+    if request.HasField("initial_patch"):
+        rules.apply_patch(record, request.initial_patch, now)
+    try:
+        with transaction.atomic():
+            _tick(namespace, row, record, now)
+            _save(row, record, create=True)
+    except IntegrityError:
+        raise AlreadyExists(
+            f'schedule "{request.schedule_id}" is already registered',
+            WorkflowExecutionAlreadyStartedFailure(),
+        ) from None
+    return record.conflict_token
+
+
+def schedule_describe(*, namespace: Namespace, schedule_id: str) -> DescribeScheduleResponse:
+    """Raises NotFound("schedule not found")."""
+    row = ScheduleRow.objects.filter(namespace=namespace, schedule_id=schedule_id).first()
+    if row is None:
+        raise NotFound("schedule not found")
+    record = _open(row)
+    spec = rules.compiled(record)
+    schedule = Schedule()
+    schedule.CopyFrom(record.schedule)
+    clean(schedule.spec)
+    return DescribeScheduleResponse(
+        schedule=schedule,
+        info=rules.describe_info(record, spec, _seed(row)),
+        memo=_memo(row),
+        search_attributes=SearchAttributes.FromString(row.search_attributes)
+        if row.search_attributes
+        else None,
+        conflict_token=record.conflict_token.to_bytes(8, "big"),
+    )
+
+
+def _conflict(token: bytes, record: rules.ScheduleRecord) -> bool:
+    return bool(token) and int.from_bytes(token, "big") != record.conflict_token
+
+
+def schedule_update(*, namespace: Namespace, request: UpdateScheduleRequest) -> None:
+    """Replace the schedule (spec, action, policies, state); a stale conflict token changes nothing.
+
+    Raises NotFound, InvalidArgument.
+    """
+    _check_request_id(request.request_id)
+    schedule = Schedule()
+    schedule.CopyFrom(request.schedule)
+    _canonical_schedule(schedule)
+    with transaction.atomic():
+        row = _lock(namespace, request.schedule_id)
+        record = _open(row)
+        if _conflict(request.conflict_token, record):
+            # Temporal drops a conflicting update without an error (the scheduler workflow ignores it).
+            return
+        now = clock.now()
+        rules.apply_update(record, schedule, now)
+        if request.HasField("search_attributes"):
+            fields = request.search_attributes.indexed_fields
+            row.search_attributes = request.search_attributes.SerializeToString() if fields else b""
+        _tick(namespace, row, record, now)
+        _save(row, record)
+
+
+def schedule_patch(*, namespace: Namespace, request: PatchScheduleRequest) -> None:
+    """Trigger now, backfill, pause or unpause; the actions it implies are taken before it returns.
+
+    Raises NotFound, InvalidArgument.
+    """
+    if not request.HasField("patch"):
+        raise InvalidArgument("Patch is not set on request.")
+    if len(request.request_id) > validation.MAX_ID_LENGTH:
+        raise InvalidArgument("RequestId length exceeds limit.")
+    if len(request.patch.pause) > _MAX_NOTES or len(request.patch.unpause) > _MAX_NOTES:
+        raise InvalidArgument("Schedule notes exceeds limit.")
+    with transaction.atomic():
+        row = _lock(namespace, request.schedule_id)
+        record = _open(row)
+        now = clock.now()
+        rules.apply_patch(record, request.patch, now)
+        _tick(namespace, row, record, now)
+        _save(row, record)
+
+
+def schedule_delete(*, namespace: Namespace, schedule_id: str) -> None:
+    """Delete the schedule; runs it started keep running. Raises NotFound."""
+    if ScheduleRow.objects.filter(namespace=namespace, schedule_id=schedule_id).delete()[0] == 0:
+        raise NotFound("schedule not found")
+
+
+def schedule_list(
+    *, namespace: Namespace, page_size: int, page_token: bytes, query: str
+) -> ListSchedulesResponse:
+    """Schedules in id order, a page at a time (the token is the last id of the previous page).
+
+    Raises InvalidArgument for a query (list filters need visibility, which Perdura lacks yet).
+    """
+    if query:
+        raise InvalidArgument(f"invalid query: filtering schedules is not supported yet ({query!r})")
+    page_size = page_size if 0 < page_size <= 1000 else 1000
+    rows = ScheduleRow.objects.filter(namespace=namespace).order_by("schedule_id")
+    if page_token:
+        try:
+            after = base64.urlsafe_b64decode(page_token).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidArgument("invalid page token") from None
+        rows = rows.filter(schedule_id__gt=after)
+    page = list(rows[: page_size + 1])
+    more = len(page) > page_size
+    page = page[:page_size]
+    entries = []
+    for row in page:
+        record = _open(row)
+        info = rules.list_info(record, rules.compiled(record), _seed(row))
+        clean(info.spec)
+        entries.append(
+            ScheduleListEntry(
+                schedule_id=row.schedule_id,
+                memo=_memo(row),
+                search_attributes=SearchAttributes.FromString(row.search_attributes)
+                if row.search_attributes
+                else None,
+                info=info,
+            )
+        )
+    token = base64.urlsafe_b64encode(page[-1].schedule_id.encode()) if more and page else b""
+    return ListSchedulesResponse(schedules=entries, next_page_token=token)
+
+
+def schedule_matching_times(*, namespace: Namespace, request: ListScheduleMatchingTimesRequest) -> list:  # type: ignore[type-arg]
+    """The schedule's action times in (start, end]. Raises NotFound, InvalidArgument."""
+    if not request.HasField("start_time") or not request.HasField("end_time"):
+        raise InvalidArgument("missing or invalid query")
+    row = ScheduleRow.objects.filter(namespace=namespace, schedule_id=request.schedule_id).first()
+    if row is None:
+        raise NotFound("schedule not found")
+    record = _open(row)
+    spec = rules.compiled(record)
+    if spec is None:
+        raise InvalidArgument(f"invalid schedule: {record.info.invalid_schedule_error}")
+    return rules.list_matching_times(
+        spec, _seed(row), request.start_time.ToDatetime(UTC), request.end_time.ToDatetime(UTC)
+    )
+
+
+# --- shard processing -------------------------------------------------------------------------------
+
+
+def _tick_row(pk: int, shard: int, range_id: int) -> bool:
+    with transaction.atomic():
+        leases.check(shard, range_id)
+        row = ScheduleRow.objects.select_for_update().filter(pk=pk).first()
+        now = clock.now()
+        if row is None or row.next_wakeup_at is None or row.next_wakeup_at > now:
+            return False  # deleted, or another processor already took it
+        namespace = Namespace.objects.get(pk=row.namespace_id)
+        record = _open(row)
+        _tick(namespace, row, record, now)
+        _save(row, record)
+        return True
+
+
+def process_due(shard: int, range_id: int) -> int:
+    """Tick every schedule of `shard` whose wake-up time has passed; returns how many."""
+    handled = 0
+    while True:
+        pks = list(
+            ScheduleRow.objects.filter(shard=shard, next_wakeup_at__lte=clock.now())
+            .order_by("next_wakeup_at", "id")
+            .values_list("pk", flat=True)[:BATCH]
+        )
+        for pk in pks:
+            try:
+                if _tick_row(pk, shard, range_id):
+                    handled += 1
+            except leases.LeaseLost:
+                raise
+            except Exception:
+                log.exception("schedule row %s failed to tick; it is retried at the next sweep", pk)
+        if len(pks) < BATCH:
+            return handled
+
+
+def schedule_wake(*, namespace_id: uuid.UUID, schedule_id: str) -> None:
+    """A run the schedule started closed: have the shard owner look at the schedule now."""
+    now = clock.now()
+    with transaction.atomic():
+        row = (
+            ScheduleRow.objects.select_for_update()
+            .filter(namespace_id=namespace_id, schedule_id=schedule_id)
+            .first()
+        )
+        if row is None:
+            return
+        if row.next_wakeup_at is None or row.next_wakeup_at > now:
+            ScheduleRow.objects.filter(pk=row.pk).update(next_wakeup_at=now)
+        _hint(row.shard, now)
+
+
+def due_shards(now: datetime) -> set[int]:
+    return set(ScheduleRow.objects.filter(next_wakeup_at__lte=now).values_list("shard", flat=True).distinct())
+
+
+def next_wakeup() -> datetime | None:
+    return ScheduleRow.objects.aggregate(first=Min("next_wakeup_at"))["first"]
