@@ -183,9 +183,13 @@ def _refresh(row: ScheduleRow, record: rules.ScheduleRecord) -> None:
             execution = Execution.objects.filter(
                 namespace_id=row.namespace_id, workflow_id=watched.workflow_id, run_id=current.run_id
             ).first()
-        if execution is not None and execution.status == rules.RUNNING and (
-            execution.run_id == watched.run_id
-            or store.decode_state(execution).first_run_id == watched.run_id
+        if (
+            execution is not None
+            and execution.status == rules.RUNNING
+            and (
+                execution.run_id == watched.run_id
+                or store.decode_state(execution).first_run_id == watched.run_id
+            )
         ):
             continue
         rules.run_closed(record, _outcome(watched.workflow_id, execution))
