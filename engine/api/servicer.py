@@ -15,6 +15,7 @@ from temporalio.api.enums.v1 import (
     NamespaceState,
     QueryRejectCondition,
     QueryResultType,
+    ResetReapplyType,
     TaskQueueKind,
     WorkflowExecutionStatus,
     WorkflowIdConflictPolicy,
@@ -56,6 +57,7 @@ from engine.matching import queue
 from engine.persistence import store
 from engine.services import activity_control as activity_control_services
 from engine.services import activity_tasks, queries, reads, schedules, workflow_tasks, workflows
+from engine.services import reset as reset_service
 from engine.services import updates as update_services
 from tenants.models import Namespace
 from tenants.selectors import namespace_by_name
@@ -288,6 +290,20 @@ class WorkflowService(wss.WorkflowServiceServicer):
             identity=request.identity,
         )
         return rr.TerminateWorkflowExecutionResponse()
+
+    @rpc
+    async def ResetWorkflowExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        if not request.request_id:
+            raise InvalidArgument("RequestId is not set on request.")
+        if len(request.request_id) > validation.MAX_ID_LENGTH:
+            raise InvalidArgument("RequestId length exceeds limit.")
+        validation.require_id(request.workflow_execution.workflow_id, "WorkflowId")
+        validation.run_id(request.workflow_execution.run_id)
+        if request.reset_reapply_type not in ResetReapplyType.values():
+            raise InvalidArgument(f"unknown reset reapply type: {request.reset_reapply_type}")
+        run_id = await dbthreads.run(reset_service.workflow_reset, namespace=namespace, request=request)
+        return rr.ResetWorkflowExecutionResponse(run_id=run_id)
 
     # --- reading runs ------------------------------------------------------------------------
 

@@ -199,6 +199,12 @@ def _arm_schedule_timers(m: Mutation, info: ActivityInfo, *, first: bool) -> Non
         )
 
 
+def rearm(m: Mutation, info: ActivityInfo) -> None:
+    """Queue a pending activity's task and timeouts again (a reset run takes over activities not yet started)."""
+    m.task(TaskKind.ACTIVITY, info.task_queue, info.scheduled_event_id, info.attempt)
+    _arm_schedule_timers(m, info, first=True)
+
+
 def pending(m: Mutation, scheduled_event_id: int, attempt: int) -> ActivityInfo:
     """The activity a token names, if that attempt is still the current one and started."""
     if not m.state.running:

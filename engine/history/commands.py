@@ -161,17 +161,7 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
         )
     elif kind == CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
         attrs = command.upsert_workflow_search_attributes_command_attributes
-        current = (
-            SearchAttributes.FromString(m.state.search_attributes)
-            if m.state.search_attributes
-            else SearchAttributes()
-        )
-        for key, value in attrs.search_attributes.indexed_fields.items():
-            if value.data in (b"", b"null"):
-                current.indexed_fields.pop(key, None)  # an empty value removes the attribute
-            else:
-                current.indexed_fields[key].CopyFrom(value)
-        m.state.search_attributes = current.SerializeToString()
+        m.state.search_attributes = merged_search_attributes(m.state.search_attributes, attrs.search_attributes)
         m.add(
             new_event(
                 UpsertWorkflowSearchAttributesEventAttributes(
@@ -182,13 +172,7 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
         )
     elif kind == CommandType.COMMAND_TYPE_MODIFY_WORKFLOW_PROPERTIES:
         attrs = command.modify_workflow_properties_command_attributes
-        memo = Memo.FromString(m.state.memo) if m.state.memo else Memo()
-        for key, value in attrs.upserted_memo.fields.items():
-            if value.data in (b"", b"null"):
-                memo.fields.pop(key, None)
-            else:
-                memo.fields[key].CopyFrom(value)
-        m.state.memo = memo.SerializeToString()
+        m.state.memo = merged_memo(m.state.memo, attrs.upserted_memo)
         m.add(
             new_event(
                 WorkflowPropertiesModifiedEventAttributes(
@@ -201,3 +185,25 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
             WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
             f"Perdura does not support the {CommandType.Name(kind)} command yet",
         )
+
+
+def merged_search_attributes(current: bytes, upsert: SearchAttributes) -> bytes:
+    """A run's search attributes after an upsert; an empty value removes the attribute."""
+    merged = SearchAttributes.FromString(current) if current else SearchAttributes()
+    for key, value in upsert.indexed_fields.items():
+        if value.data in (b"", b"null"):
+            merged.indexed_fields.pop(key, None)
+        else:
+            merged.indexed_fields[key].CopyFrom(value)
+    return merged.SerializeToString()
+
+
+def merged_memo(current: bytes, upsert: Memo) -> bytes:
+    """A run's memo after ModifyWorkflowProperties; an empty value removes the field."""
+    merged = Memo.FromString(current) if current else Memo()
+    for key, value in upsert.fields.items():
+        if value.data in (b"", b"null"):
+            merged.fields.pop(key, None)
+        else:
+            merged.fields[key].CopyFrom(value)
+    return merged.SerializeToString()

@@ -18,3 +18,7 @@ class CommandFailure(Exception):
 
 class RunClosed(Exception):
     """The run is no longer running."""
+
+
+class ResetRejected(Exception):
+    """A reset point the run's history cannot be reset to; the message says why."""

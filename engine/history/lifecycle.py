@@ -331,7 +331,9 @@ def signal(
         if request_id in state.signal_request_ids:
             return
         state.signal_request_ids = [*state.signal_request_ids[-(MAX_SIGNAL_REQUEST_IDS - 1) :], request_id]
-    attrs = WorkflowExecutionSignaledEventAttributes(signal_name=signal_name, identity=identity)
+    attrs = WorkflowExecutionSignaledEventAttributes(
+        signal_name=signal_name, identity=identity, request_id=request_id
+    )
     if input is not None and input.payloads:
         attrs.input.CopyFrom(input)
     if header is not None:

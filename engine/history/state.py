@@ -112,6 +112,9 @@ class UpdateInfo(msgspec.Struct, kw_only=True):
     request: bytes
     stage: int
     accepted_event_id: int = 0
+    admitted_event_id: int = 0
+    """Set when an UpdateAdmitted event carries the request (a reset reapplied it): the worker reads it
+    from history, so no request message is sent and the acceptance does not repeat it."""
     outcome: bytes = b""
     aborted: bool = False
     """Never accepted before the run closed: its callers get NotFound, not an outcome."""
@@ -175,9 +178,9 @@ class MutableState(msgspec.Struct, kw_only=True):
     attempt: int = 1
     """The workflow retry attempt of this run (its retry policy starts the next one)."""
     start_attrs: bytes = b""
+    """The WorkflowExecutionStartedEventAttributes, serialised: what a retry starts again with."""
     user_metadata: bytes = b""
     """The start's static summary and details (temporal.api.sdk.v1.UserMetadata), shown by describe."""
-    """The WorkflowExecutionStartedEventAttributes, serialised: what a retry starts again with."""
     parent: ParentInfo | None = None
     children: dict[int, ChildInfo] = msgspec.field(default_factory=dict)
     external_signals: dict[int, ExternalRequest] = msgspec.field(default_factory=dict)

@@ -47,7 +47,7 @@ def messages(state: MutableState, started_event_id: int) -> list[Message]:
     """The requests of admitted updates, for the workflow task being handed out."""
     out = []
     for info in state.updates.values():
-        if info.stage != ADMITTED:
+        if info.stage != ADMITTED or info.admitted_event_id:
             continue
         body = any_pb2.Any()
         body.Pack(Request.FromString(info.request))
@@ -88,7 +88,10 @@ def handle_message(m: Mutation, message: Message, *, completed_event_id: int) ->
                     protocol_instance_id=info.update_id,
                     accepted_request_message_id=acceptance.accepted_request_message_id,
                     accepted_request_sequencing_event_id=acceptance.accepted_request_sequencing_event_id,
-                    accepted_request=acceptance.accepted_request
+                    # A request already in history (an UpdateAdmitted event) is not repeated, as in Temporal.
+                    accepted_request=None
+                    if info.admitted_event_id
+                    else acceptance.accepted_request
                     if acceptance.HasField("accepted_request")
                     else Request.FromString(info.request),
                 )

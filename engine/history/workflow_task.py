@@ -60,7 +60,7 @@ def _scheduled_event(state: MutableState, wft: WorkflowTaskInfo) -> HistoryEvent
     )
 
 
-def _started_event(state: MutableState, wft: WorkflowTaskInfo, history_size: int) -> HistoryEvent:
+def started_event(state: MutableState, wft: WorkflowTaskInfo, history_size: int) -> HistoryEvent:
     reasons = []
     if history_size >= limits.HISTORY_SIZE_SUGGEST_CONTINUE_AS_NEW:
         reasons.append(SuggestContinueAsNewReason.SUGGEST_CONTINUE_AS_NEW_REASON_HISTORY_SIZE_TOO_LARGE)
@@ -194,7 +194,7 @@ def start(
         wft.scheduled_event_id = m.add(_scheduled_event(state, wft)).event_id
     wft.started_time = m.now
     if wft.attempt == 1:
-        wft.started_event_id = m.add(_started_event(state, wft, state.history_size)).event_id
+        wft.started_event_id = m.add(started_event(state, wft, state.history_size)).event_id
     else:
         wft.started_event_id = wft.scheduled_event_id + 1
     m.timer(
@@ -221,7 +221,7 @@ def transient_events(state: MutableState, *, include_unstarted: bool = False) ->
     scheduled.event_time.FromDatetime(wft.scheduled_time)
     if not wft.started_event_id:
         return [scheduled]
-    started = _started_event(state, wft, state.history_size)
+    started = started_event(state, wft, state.history_size)
     started.event_id = wft.started_event_id
     assert wft.started_time is not None
     started.event_time.FromDatetime(wft.started_time)

@@ -536,3 +536,42 @@ class SlowUpdateWorkflow:
 
 
 ALL_WORKFLOWS.append(SlowUpdateWorkflow)
+
+
+@workflow.defn
+class ResettableWorkflow:
+    """Collects `add` signals and `push` updates in a log and returns it once it holds `expected` entries.
+
+    Its first task may also start a `sleepy(activity_seconds)` activity and a timer of `timer_seconds`
+    (0: none), both awaited before it returns, so that a reset can find them pending."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    @workflow.signal
+    def add(self, value: str) -> None:
+        self.log.append(value)
+
+    @workflow.update
+    def push(self, value: str) -> int:
+        self.log.append(value)
+        return len(self.log)
+
+    @workflow.run
+    async def run(self, expected: int, activity_seconds: float, timer_seconds: float) -> list[str]:
+        slept = None
+        if activity_seconds:
+            slept = workflow.start_activity(
+                sleepy, activity_seconds, start_to_close_timeout=timedelta(seconds=30)
+            )
+        timer = asyncio.create_task(asyncio.sleep(timer_seconds)) if timer_seconds else None
+        await workflow.wait_condition(lambda: len(self.log) >= expected)
+        if timer is not None:
+            await timer
+            self.log.append("timer")
+        if slept is not None:
+            self.log.append(await slept)
+        return self.log
+
+
+ALL_WORKFLOWS.append(ResettableWorkflow)

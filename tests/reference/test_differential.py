@@ -431,3 +431,109 @@ async def test_queries_write_nothing(both_clients):
         return handle
 
     await compare(both_clients, scenario)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reset: the new run's history is compared (the copied prefix, the failed task, what was reapplied).
+
+
+async def wft_completed_ids(handle: WorkflowHandle) -> list[int]:
+    return [
+        e.event_id
+        async for e in handle.fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    ]
+
+
+async def reset(client: Client, handle: WorkflowHandle, finish_event_id: int, **request) -> WorkflowHandle:
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+
+    response = await client.workflow_service.reset_workflow_execution(
+        ResetWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=handle.id, run_id=handle.result_run_id or ""),
+            reason="differential reset",
+            workflow_task_finish_event_id=finish_event_id,
+            request_id=str(uuid.uuid4()),
+            **request,
+        )
+    )
+    return client.get_workflow_handle(handle.id, run_id=response.run_id)
+
+
+async def _signals_and_update_then_reset(client: Client, workflow_id: str, task_queue: str, **request):
+    handle = await client.start_workflow(
+        w.ResettableWorkflow.run, args=[4, 0, 0], id=workflow_id, task_queue=task_queue
+    )
+    completed = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    await wait_for_event(handle, completed, 1)
+    await handle.signal(w.ResettableWorkflow.add, "a")
+    await wait_for_event(handle, completed, 2)
+    assert await handle.execute_update(w.ResettableWorkflow.push, "u") == 2
+    await handle.signal(w.ResettableWorkflow.add, "b")
+    await wait_for_event(handle, completed, 4)
+    first = (await wft_completed_ids(handle))[0]
+    new = await reset(client, handle, first, **request)
+    # Let the new run take in what was reapplied before more arrives, so both servers see the same order.
+    await wait_for_event(new, completed, 1)
+    return new
+
+
+async def test_reset_reapplies_signals_and_updates(both_clients):
+    async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
+        new = await _signals_and_update_then_reset(client, workflow_id, task_queue)
+        await new.signal(w.ResettableWorkflow.add, "c")
+        return new
+
+    history = await compare(both_clients, scenario)
+    assert types(history)[3:7] == [
+        "WorkflowTaskFailed",
+        "WorkflowExecutionSignaled",
+        "WorkflowExecutionUpdateAdmitted",
+        "WorkflowExecutionSignaled",
+    ]
+
+
+async def test_reset_without_reapply(both_clients):
+    from temporalio.api.enums.v1 import ResetReapplyType
+
+    async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
+        new = await _signals_and_update_then_reset(
+            client, workflow_id, task_queue, reset_reapply_type=ResetReapplyType.RESET_REAPPLY_TYPE_NONE
+        )
+        for index, value in enumerate(["c", "d", "e", "f"], start=2):
+            await new.signal(w.ResettableWorkflow.add, value)
+            await wait_for_event(new, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, index)
+        return new
+
+    history = await compare(both_clients, scenario)
+    assert "WorkflowExecutionUpdateAdmitted" not in types(history)
+
+
+async def test_reset_completed_run_to_first_task(both_clients):
+    async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
+        handle = await client.start_workflow(
+            w.HelloWorkflow.run, "again", id=workflow_id, task_queue=task_queue
+        )
+        await handle.result()
+        return await reset(client, handle, (await wft_completed_ids(handle))[0])
+
+    history = await compare(both_clients, scenario)
+    assert types(history)[-1] == "WorkflowExecutionCompleted"
+
+
+async def test_reset_with_pending_activity_and_timer(both_clients):
+    async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
+        # The activity takes 3 s and the timer 2 s: both are pending at the reset point.
+        handle = await client.start_workflow(
+            w.ResettableWorkflow.run, args=[1, 3.0, 2.0], id=workflow_id, task_queue=task_queue
+        )
+        completed = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+        await wait_for_event(handle, completed, 1)
+        await handle.signal(w.ResettableWorkflow.add, "go")
+        await wait_for_event(handle, completed, 2)
+        return await reset(client, handle, (await wft_completed_ids(handle))[1])
+
+    history = await compare(both_clients, scenario)
+    assert {"TimerFired", "ActivityTaskCompleted"} <= set(types(history))

@@ -41,6 +41,8 @@ IGNORED_FIELDS = frozenset(
         "firstExecutionRunId",
         "continuedExecutionRunId",
         "newExecutionRunId",
+        "baseRunId",  # a reset's WorkflowTaskFailed names the base and the new run
+        "newRunId",
         "workflowExecutionExpirationTime",
         "workerVersion",
         "binaryChecksum",
