@@ -48,6 +48,12 @@ class DeadlineExceeded(EngineError):
     code = "DEADLINE_EXCEEDED"
 
 
+class Unimplemented(EngineError):
+    """A feature Perdura does not offer (yet); the message says which."""
+
+    code = "UNIMPLEMENTED"
+
+
 class Unavailable(EngineError):
     """A transient condition (e.g. a lost race on a run's version); the SDK retries it."""
 

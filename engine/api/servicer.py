@@ -47,7 +47,7 @@ from engine.api import dbthreads
 from engine.api.convert import dur, ts
 from engine.api.errors import rpc
 from engine.api.pending_activities import pending_activity
-from engine.errors import DeadlineExceeded, EngineError, InvalidArgument, NotFound
+from engine.errors import DeadlineExceeded, EngineError, InvalidArgument, NotFound, Unimplemented
 from engine.history import activity as activity_rules
 from engine.history import activity_control as activity_control_rules
 from engine.history import lifecycle
@@ -841,6 +841,76 @@ class WorkflowService(wss.WorkflowServiceServicer):
         )
         return rr.UpdateActivityOptionsResponse(activity_options=options)
 
+    # The same controls as the CLI sends them: one activity by id, of a workflow (standalone activities
+    # are not offered). Temporal's frontend hands these to the calls above.
+
+    @rpc
+    async def PauseActivityExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        target = _workflow_activity(request)
+        await dbthreads.run(
+            activity_control_services.activity_pause,
+            namespace=namespace,
+            workflow_id=request.workflow_id,
+            run_id=request.run_id,
+            target=target,
+            identity=request.identity,
+            reason=request.reason,
+            request_id=request.request_id or str(uuid.uuid4()),
+        )
+        return rr.PauseActivityExecutionResponse()
+
+    @rpc
+    async def UnpauseActivityExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        target = _workflow_activity(request)
+        await dbthreads.run(
+            activity_control_services.activity_unpause,
+            namespace=namespace,
+            workflow_id=request.workflow_id,
+            run_id=request.run_id,
+            target=target,
+            reset_attempts=request.reset_attempts,
+            reset_heartbeat=request.reset_heartbeat,
+            jitter=_jitter(request),
+        )
+        return rr.UnpauseActivityExecutionResponse()
+
+    @rpc
+    async def ResetActivityExecution(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        target = _workflow_activity(request)
+        await dbthreads.run(
+            activity_control_services.activity_reset,
+            namespace=namespace,
+            workflow_id=request.workflow_id,
+            run_id=request.run_id,
+            target=target,
+            reset_heartbeat=getattr(request, "reset_heartbeat", False),  # newer API versions only
+            keep_paused=request.keep_paused,
+            restore_original_options=request.restore_original_options,
+            jitter=_jitter(request),
+        )
+        return rr.ResetActivityExecutionResponse()
+
+    @rpc
+    async def UpdateActivityExecutionOptions(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        target = _workflow_activity(request)
+        if request.HasField("activity_options"):
+            _validate_priority(request.activity_options.priority)
+        options = await dbthreads.run(
+            activity_control_services.activity_update_options,
+            namespace=namespace,
+            workflow_id=request.workflow_id,
+            run_id=request.run_id,
+            target=target,
+            options=request.activity_options if request.HasField("activity_options") else None,
+            paths=list(request.update_mask.paths) if request.HasField("update_mask") else None,
+            restore_original=request.restore_original,
+        )
+        return rr.UpdateActivityExecutionOptionsResponse(activity_options=options)
+
     @rpc
     async def ShutdownWorker(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
@@ -981,10 +1051,28 @@ def _activity_target(request) -> activity_control_rules.Target:  # type: ignore[
     return activity_control_rules.Target(match_all=True)  # match_all or unpause_all
 
 
+def _workflow_activity(request) -> activity_control_rules.Target:  # type: ignore[no-untyped-def]
+    """The activity a *ActivityExecution control names (Temporal's chasm/lib/activity frontend checks)."""
+    if not request.workflow_id:
+        raise Unimplemented("Standalone activity is disabled")
+    if not request.activity_id:
+        raise InvalidArgument("activity ID is required")
+    if len(request.activity_id) > validation.MAX_ID_LENGTH:
+        raise InvalidArgument(
+            f"activity ID exceeds length limit. Length={len(request.activity_id)} Limit={validation.MAX_ID_LENGTH}"
+        )
+    if request.run_id:
+        try:
+            uuid.UUID(request.run_id)
+        except ValueError:
+            raise InvalidArgument("invalid run id: must be a valid UUID") from None
+    return activity_control_rules.Target(activity_id=request.activity_id)
+
+
 def _jitter(request) -> float:  # type: ignore[no-untyped-def]
     jitter = request.jitter.ToTimedelta().total_seconds() if request.HasField("jitter") else 0.0
     if jitter < 0:
-        raise InvalidArgument("Jitter cannot be negative.")
+        raise InvalidArgument("invalid jitter: negative duration")
     return jitter
 
 
