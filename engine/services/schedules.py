@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Min
 from perdura import clock
 from temporalio.api.common.v1 import Memo, Payloads, SearchAttributes
-from temporalio.api.enums.v1 import WorkflowIdReusePolicy
+from temporalio.api.enums.v1 import TaskQueueKind, WorkflowIdReusePolicy
 from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailure
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.schedule.v1 import Schedule, ScheduleInfo, ScheduleListEntry
@@ -81,10 +81,16 @@ def _memo(row: ScheduleRow) -> Memo | None:
     )
 
 
-def _lock(namespace: Namespace, schedule_id: str) -> ScheduleRow:
-    row = ScheduleRow.objects.select_for_update().filter(namespace=namespace, schedule_id=schedule_id).first()
+def _not_found(schedule_id: str) -> NotFound:
+    # Temporal keeps each schedule in a workflow, and its NotFound names that workflow.
+    return NotFound(f"workflow not found for ID: {_SCHEDULER_PREFIX}{schedule_id}")
+
+
+def _get(namespace: Namespace, schedule_id: str, *, lock: bool = False) -> ScheduleRow:
+    rows = ScheduleRow.objects.filter(namespace=namespace, schedule_id=schedule_id)
+    row = (rows.select_for_update() if lock else rows).first()
     if row is None:
-        raise NotFound("schedule not found")
+        raise _not_found(schedule_id)
     return row
 
 
@@ -111,6 +117,8 @@ def _canonical_schedule(schedule: Schedule) -> None:
     if not action.workflow_type.name:
         raise InvalidArgument("WorkflowType is not set on request.")
     validation.require_task_queue(action.task_queue.name)
+    if not action.task_queue.kind:
+        action.task_queue.kind = TaskQueueKind.TASK_QUEUE_KIND_NORMAL
     for name, label in (
         ("workflow_execution_timeout", "WorkflowExecutionTimeout"),
         ("workflow_run_timeout", "WorkflowRunTimeout"),
@@ -172,27 +180,27 @@ def _outcome(workflow_id: str, execution: Execution | None) -> rules.RunOutcome:
     )
 
 
+def _still_running(row: ScheduleRow, workflow_id: str, first_run_id: str) -> tuple[bool, Execution | None]:
+    """Whether the chain the schedule started as (workflow_id, first_run_id) still runs, and its newest run."""
+    current = CurrentRun.objects.filter(namespace_id=row.namespace_id, workflow_id=workflow_id).first()
+    if current is None:
+        return False, None
+    execution = Execution.objects.filter(
+        namespace_id=row.namespace_id, workflow_id=workflow_id, run_id=current.run_id
+    ).first()
+    if execution is None or execution.status != rules.RUNNING:
+        return False, execution
+    if execution.run_id == first_run_id or store.decode_state(execution).first_run_id == first_run_id:
+        return True, execution
+    return False, None  # the id was reused by another chain: ours ended unseen
+
+
 def _refresh(row: ScheduleRow, record: rules.ScheduleRecord) -> None:
     """Check every run the schedule counts as running (the newest run of its chain); record those that closed."""
     for watched in list(record.info.running_workflows):
-        current = CurrentRun.objects.filter(
-            namespace_id=row.namespace_id, workflow_id=watched.workflow_id
-        ).first()
-        execution = None
-        if current is not None:
-            execution = Execution.objects.filter(
-                namespace_id=row.namespace_id, workflow_id=watched.workflow_id, run_id=current.run_id
-            ).first()
-        if (
-            execution is not None
-            and execution.status == rules.RUNNING
-            and (
-                execution.run_id == watched.run_id
-                or store.decode_state(execution).first_run_id == watched.run_id
-            )
-        ):
-            continue
-        rules.run_closed(record, _outcome(watched.workflow_id, execution))
+        running, execution = _still_running(row, watched.workflow_id, watched.run_id)
+        if not running:
+            rules.run_closed(record, _outcome(watched.workflow_id, execution))
 
 
 def _start(
@@ -405,18 +413,21 @@ def schedule_create(*, namespace: Namespace, request: CreateScheduleRequest) -> 
 
 
 def schedule_describe(*, namespace: Namespace, schedule_id: str) -> DescribeScheduleResponse:
-    """Raises NotFound("schedule not found")."""
-    row = ScheduleRow.objects.filter(namespace=namespace, schedule_id=schedule_id).first()
-    if row is None:
-        raise NotFound("schedule not found")
+    """Raises NotFound."""
+    row = _get(namespace, schedule_id)
     record = _open(row)
     spec = rules.compiled(record)
     schedule = Schedule()
     schedule.CopyFrom(record.schedule)
     clean(schedule.spec)
+    info = rules.describe_info(record, spec, _seed(row))
+    # As Temporal's describe does, show only runs still going (the close transfer may not have landed yet).
+    running = [e for e in info.running_workflows if _still_running(row, e.workflow_id, e.run_id)[0]]
+    del info.running_workflows[:]
+    info.running_workflows.extend(running)
     return DescribeScheduleResponse(
         schedule=schedule,
-        info=rules.describe_info(record, spec, _seed(row)),
+        info=info,
         memo=_memo(row),
         search_attributes=SearchAttributes.FromString(row.search_attributes)
         if row.search_attributes
@@ -439,13 +450,23 @@ def schedule_update(*, namespace: Namespace, request: UpdateScheduleRequest) -> 
     schedule.CopyFrom(request.schedule)
     _canonical_schedule(schedule)
     with transaction.atomic():
-        row = _lock(namespace, request.schedule_id)
+        row = _get(namespace, request.schedule_id, lock=True)
         record = _open(row)
         if _conflict(request.conflict_token, record):
             # Temporal drops a conflicting update without an error (the scheduler workflow ignores it).
             return
         now = clock.now()
         rules.apply_update(record, schedule, now)
+        if request.HasField("memo"):
+            row.memo = (
+                encryption.seal(
+                    row.namespace_id,
+                    request.memo.SerializeToString(),
+                    encryption.schedule_aad(row.namespace_id, row.schedule_id, "memo"),
+                )
+                if request.memo.fields
+                else b""
+            )
         if request.HasField("search_attributes"):
             fields = request.search_attributes.indexed_fields
             row.search_attributes = request.search_attributes.SerializeToString() if fields else b""
@@ -465,7 +486,7 @@ def schedule_patch(*, namespace: Namespace, request: PatchScheduleRequest) -> No
     if len(request.patch.pause) > _MAX_NOTES or len(request.patch.unpause) > _MAX_NOTES:
         raise InvalidArgument("Schedule notes exceeds limit.")
     with transaction.atomic():
-        row = _lock(namespace, request.schedule_id)
+        row = _get(namespace, request.schedule_id, lock=True)
         record = _open(row)
         now = clock.now()
         rules.apply_patch(record, request.patch, now)
@@ -476,7 +497,7 @@ def schedule_patch(*, namespace: Namespace, request: PatchScheduleRequest) -> No
 def schedule_delete(*, namespace: Namespace, schedule_id: str) -> None:
     """Delete the schedule; runs it started keep running. Raises NotFound."""
     if ScheduleRow.objects.filter(namespace=namespace, schedule_id=schedule_id).delete()[0] == 0:
-        raise NotFound("schedule not found")
+        raise _not_found(schedule_id)
 
 
 def schedule_list(
@@ -522,9 +543,7 @@ def schedule_matching_times(*, namespace: Namespace, request: ListScheduleMatchi
     """The schedule's action times in (start, end]. Raises NotFound, InvalidArgument."""
     if not request.HasField("start_time") or not request.HasField("end_time"):
         raise InvalidArgument("missing or invalid query")
-    row = ScheduleRow.objects.filter(namespace=namespace, schedule_id=request.schedule_id).first()
-    if row is None:
-        raise NotFound("schedule not found")
+    row = _get(namespace, request.schedule_id)
     record = _open(row)
     spec = rules.compiled(record)
     if spec is None:
