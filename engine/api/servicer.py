@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import uuid
+from datetime import timedelta
 
 import grpc
 from perdura import clock
@@ -13,7 +14,6 @@ from temporalio.api.common.v1 import Memo, SearchAttributes, WorkflowExecution, 
 from temporalio.api.enums.v1 import (
     HistoryEventFilterType,
     NamespaceState,
-    QueryRejectCondition,
     QueryResultType,
     ResetReapplyType,
     TaskQueueKind,
@@ -460,51 +460,26 @@ class WorkflowService(wss.WorkflowServiceServicer):
             raise InvalidArgument("QueryType is not set on request.")
         if request.query.HasField("query_args"):
             validation.blob_size(request.query.query_args, "query args")
-        loop = asyncio.get_running_loop()
         deadline = _deadline(context, QUERY_WAIT_SECONDS)
-        snap = await dbthreads.run(
-            reads.run_snapshot,
-            namespace_id=namespace.id,
+        # Held for a workflow task in flight (answered with it, so it sees what that task produces), or
+        # sent to a worker as a query task at once.
+        submitted = await dbthreads.run(
+            queries.query_submit,
+            namespace=namespace,
             workflow_id=request.execution.workflow_id,
             run_id=request.execution.run_id,
-        )
-        status = snap.state.status
-        condition = request.query_reject_condition
-        if (condition == QueryRejectCondition.QUERY_REJECT_CONDITION_NOT_OPEN and status != RUNNING) or (
-            condition == QueryRejectCondition.QUERY_REJECT_CONDITION_NOT_COMPLETED_CLEANLY
-            and status not in (RUNNING, WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED)
-        ):
-            return rr.QueryWorkflowResponse(query_rejected=QueryRejected(status=status))
-        # A query waits for a workflow task in progress, so it sees the state that task produces.
-        with notify.hub.waiter(notify.run_key(snap.execution.pk)) as waiter:
-            while snap.state.running and snap.state.workflow_task is not None:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise DeadlineExceeded(_query_timeout_message(snap.state.task_queue))
-                await waiter.wait(min(remaining, QUEUE_RECHECK_SECONDS))
-                waiter.rearm()
-                snap = await dbthreads.run(
-                    reads.run_snapshot,
-                    namespace_id=namespace.id,
-                    workflow_id=snap.execution.workflow_id,
-                    run_id=snap.execution.run_id,
-                )
-        state = snap.state
-        sticky = state.running and bool(state.sticky_queue)
-        task_queue = state.sticky_queue if sticky else state.task_queue
-        query_id = await dbthreads.run(
-            queries.query_dispatch,
-            namespace=namespace,
-            execution=snap.execution,
             query=request.query,
-            task_queue=task_queue,
+            reject_condition=request.query_reject_condition,
+            wait=timedelta(seconds=max(deadline - asyncio.get_running_loop().time(), 0.0)),
         )
+        if isinstance(submitted, queries.Rejected):
+            return rr.QueryWorkflowResponse(query_rejected=QueryRejected(status=submitted.status))
         try:
-            answer = await _wait_for_answer(query_id, namespace, deadline, sticky, state.task_queue)
+            answer = await _wait_for_answer(submitted.query_id, namespace, deadline, submitted.task_queue)
         finally:
-            await dbthreads.run(queries.query_finish, query_id)
+            await dbthreads.run(queries.query_finish, submitted.query_id)
         if answer is None:
-            raise DeadlineExceeded(_query_timeout_message(state.task_queue))
+            raise DeadlineExceeded(_query_timeout_message(submitted.task_queue))
         if answer.completed_type == QueryResultType.QUERY_RESULT_TYPE_FAILED:
             raise InvalidArgument(
                 answer.error_message or answer.failure.message,
@@ -1162,27 +1137,36 @@ def _query_timeout_message(task_queue: str) -> str:
     )
 
 
-async def _wait_for_answer(query_id, namespace, deadline, sticky, normal_queue):  # type: ignore[no-untyped-def]
-    """The worker's answer, or None when the deadline passes. An unclaimed sticky query moves to the normal queue."""
+async def _wait_for_answer(query_id, namespace, deadline, normal_queue):  # type: ignore[no-untyped-def]
+    """The worker's answer, or None when the deadline passes.
+
+    A query held for the run's workflow task is answered in its completion; one left unclaimed on the
+    sticky queue for STICKY_QUERY_SECONDS moves to the normal queue. Every change is announced on the
+    query's key, from whichever process made it.
+    """
     loop = asyncio.get_running_loop()
-    sticky_deadline = loop.time() + STICKY_QUERY_SECONDS
+    sticky_since: float | None = None
     with notify.hub.waiter(notify.query_key(query_id)) as waiter:
         while True:
-            answer = await dbthreads.run(queries.query_result, query_id)
-            if answer is not None:
-                return answer
+            status = await dbthreads.run(queries.query_status, query_id)
+            if status.answer is not None:
+                return status.answer
             now = loop.time()
             if now >= deadline:
                 return None
-            if sticky and now >= sticky_deadline:
-                sticky = False
-                if await dbthreads.run(queries.query_unclaimed, query_id):
-                    await dbthreads.run(
-                        queries.query_move, query_id, namespace=namespace, task_queue=normal_queue
-                    )
             wait = min(deadline - now, QUEUE_RECHECK_SECONDS)
-            if sticky:
-                wait = min(wait, sticky_deadline - now)
+            if status.task_queue and status.task_queue != normal_queue:
+                sticky_since = now if sticky_since is None else sticky_since
+                if now - sticky_since >= STICKY_QUERY_SECONDS:
+                    await dbthreads.run(
+                        queries.query_move,
+                        query_id,
+                        namespace=namespace,
+                        from_queue=status.task_queue,
+                        task_queue=normal_queue,
+                    )
+                    continue
+                wait = min(wait, sticky_since + STICKY_QUERY_SECONDS - now)
             await waiter.wait(wait)
             waiter.rearm()
 
@@ -1273,6 +1257,7 @@ async def _workflow_task_response(
         scheduled_time=ts(started.scheduled_time),
         started_time=ts(started.started_time),
         messages=started.messages,
+        queries=started.queries,
     )
 
 

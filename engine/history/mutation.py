@@ -11,6 +11,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from engine import ids
+from engine.history.queries import holds_queries
 from engine.history.state import MutableState
 
 
@@ -144,6 +145,11 @@ class Mutation:
     continued: Mutation | None = None
     """The next run's first mutation, when this one continued as new (persisted in the same transaction)."""
     new_run_id: Callable[[], str] = field(default=ids.new_run_id)
+    queries_held: bool = field(init=False, default=False)
+    """Whether the run held queries for its workflow task before this change: if it stops, they go out."""
+
+    def __post_init__(self) -> None:
+        self.queries_held = holds_queries(self.state)
 
     def wft_in_flight(self) -> bool:
         wft = self.state.workflow_task

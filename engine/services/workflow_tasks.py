@@ -9,6 +9,7 @@ from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure, ServerFailureInfo
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.protocol.v1 import Message
+from temporalio.api.query.v1 import WorkflowQuery
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
 from engine.errors import InvalidArgument, NotFound
@@ -18,6 +19,7 @@ from engine.history.mutation import Mutation, TaskKind
 from engine.history.state import WorkflowTaskInfo
 from engine.matching import queue
 from engine.models import Execution, Task
+from engine.persistence import queries as query_rows
 from engine.services import activity_tasks, queries
 from engine.services.update import run_update, update_execution
 from engine.tokens import TaskToken
@@ -45,10 +47,17 @@ class StartedWorkflowTask:
     """Where the history sent to the worker starts: after the last completed task for a sticky worker."""
     messages: list[Message] = field(default_factory=list)
     """Protocol messages (update requests) delivered with the task."""
+    queries: dict[str, WorkflowQuery] = field(default_factory=dict)
+    """Queries parked on the run, by id: the worker answers them in this task's completion."""
 
 
 def _started(
-    execution: Execution, m: Mutation, wft: WorkflowTaskInfo, *, sticky: bool
+    execution: Execution,
+    m: Mutation,
+    wft: WorkflowTaskInfo,
+    *,
+    sticky: bool,
+    queries: dict[str, WorkflowQuery] | None = None,
 ) -> StartedWorkflowTask:
     state = m.state
     assert wft.started_time is not None
@@ -67,6 +76,7 @@ def _started(
         transient_events=workflow_task.transient_events(state),
         first_event_id=previous + 1 if sticky and previous else 1,
         messages=updates.messages(state, wft.started_event_id),
+        queries=queries or {},
     )
 
 
@@ -89,7 +99,13 @@ def poll_once(
             build_id=build_id,
         )
         # A task taken from the worker's sticky queue goes to a worker that holds the run: new events only.
-        return _started(execution, m, wft, sticky=task.task_queue != m.state.task_queue)
+        return _started(
+            execution,
+            m,
+            wft,
+            sticky=task.task_queue != m.state.task_queue,
+            queries=query_rows.parked(execution),
+        )
 
     def start_query(task: Task) -> queries.StartedQuery:
         return queries.query_started(task, sticky=task.task_queue != task.execution.task_queue)
@@ -122,9 +138,17 @@ def workflow_task_complete(
             started_event_id=token.started_event_id,
             request=request,
         )
+        # Answered queries leave the run first: the rest ride the next task (or go out as query tasks).
+        queries.attached_answers(execution, request.query_results)
         return CompletionResult(
             activities=[activity_tasks.started(execution, m, info) for info in done.activities],
-            workflow_task=_started(execution, m, done.workflow_task, sticky=bool(m.state.sticky_queue))
+            workflow_task=_started(
+                execution,
+                m,
+                done.workflow_task,
+                sticky=bool(m.state.sticky_queue),
+                queries=query_rows.parked(execution),
+            )
             if done.workflow_task is not None
             else None,
         )

@@ -52,6 +52,8 @@ class Running:
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     logs: dict[str, Path] = field(default_factory=dict)
     database_url: str = ""
+    replicas: dict[str, str] = field(default_factory=dict)
+    """Extra `perdura api` processes by name: their addresses (see `replica`)."""
 
     def stop(self) -> None:
         for proc in self.processes.values():
@@ -63,6 +65,21 @@ class Running:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+    def replica(self, name: str = "api-2") -> str:
+        """Another `perdura api` on the same database and Redis (production only): its address.
+
+        Started once per name and stopped with the rest, so a test can send a call to one replica and
+        poll on another, as a load balancer would.
+        """
+        if not self.database_url:
+            raise RuntimeError("replicas share a Postgres database: production mode only")
+        if name not in self.replicas:
+            port = free_port()
+            proc = self.spawn(name, ["api", "--ip", "127.0.0.1", "--port", str(port)])
+            wait_for_port(port, proc, self.logs[name])
+            self.replicas[name] = f"127.0.0.1:{port}"
+        return self.replicas[name]
 
     def kill(self, name: str) -> None:
         """kill -9 one process (crash tests)."""
