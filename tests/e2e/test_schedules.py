@@ -386,3 +386,44 @@ async def test_update_and_matching_times(client, sched_worker):
     # Sundays of January 2025 at 06:00 UTC.
     assert [t.ToDatetime(UTC).day for t in response.start_time] == [5, 12, 19, 26]
     await handle.delete()
+
+
+async def test_schedule_fires_after_a_dev_server_restart(tmp_path):
+    """The schedule row is the truth: times missed while the server was down are caught up on restart."""
+    from temporalio.client import Client
+
+    from tests.support import servers
+
+    port = servers.free_port()
+    db = tmp_path / "dev.sqlite3"
+    schedule_id = _sid()
+    with servers.dev_server(tmp_path, db_file=db, port=port) as dev:
+        client = await Client.connect(dev.address)
+        handle = await client.create_schedule(
+            schedule_id,
+            Schedule(
+                action=_action("NoWorkerWorkflow", f"tq-{uuid.uuid4()}"),
+                spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=1))]),
+                policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.ALLOW_ALL),
+            ),
+        )
+
+        async def fired():
+            return (await handle.describe()).info.num_actions >= 1
+
+        await _eventually(fired)
+        before = (await handle.describe()).info.num_actions
+    await asyncio.sleep(3)
+    with servers.dev_server(tmp_path, db_file=db, port=port) as dev:
+        client = await Client.connect(dev.address)
+        handle = client.get_schedule_handle(schedule_id)
+
+        async def caught_up():
+            return (await handle.describe()).info.num_actions >= before + 3
+
+        await _eventually(caught_up)
+        desc = await handle.describe()
+        times = [a.scheduled_at for a in desc.info.recent_actions]
+        assert times == sorted(times)
+        assert len(set(times)) == len(times)
+        await handle.delete()
