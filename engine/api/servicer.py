@@ -443,7 +443,8 @@ class WorkflowService(wss.WorkflowServiceServicer):
             workflow_tasks.workflow_task_complete, namespace=namespace, token=token, request=request
         )
         response = rr.RespondWorkflowTaskCompletedResponse(
-            activity_tasks=[_activity_task_response(namespace, a) for a in result.activities]
+            activity_tasks=[_activity_task_response(namespace, a) for a in result.activities],
+            reset_history_event_id=result.reset_history_event_id,
         )
         if result.workflow_task is not None:
             response.workflow_task.CopyFrom(await _workflow_task_response(namespace, result.workflow_task))

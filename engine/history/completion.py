@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from uuid import uuid4
 
 from temporalio.api.history.v1 import WorkflowTaskCompletedEventAttributes
+from temporalio.api.update.v1 import Rejection
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
-from engine.history import activity, commands, lifecycle, limits, workflow_task
+from engine.history import activity, commands, lifecycle, limits, updates, workflow_task
 from engine.history.errors import StaleTask
 from engine.history.events import new_event, seconds
 from engine.history.mutation import Mutation, TaskKind, TimerKind
@@ -23,6 +24,8 @@ class Completed:
 
     activities: list[ActivityInfo] = field(default_factory=list)
     workflow_task: WorkflowTaskInfo | None = None
+    reset_history_event_id: int = 0
+    """Set when a speculative task was dropped: the worker rewinds its view of history to this started event."""
 
 
 def _history_limit_exceeded(state) -> str:  # type: ignore[no-untyped-def]
@@ -31,6 +34,16 @@ def _history_limit_exceeded(state) -> str:  # type: ignore[no-untyped-def]
     if state.history_size > limits.HISTORY_SIZE_LIMIT:
         return limits.HISTORY_SIZE_EXCEEDED
     return ""
+
+
+def _keep_sticky(state, request: RespondWorkflowTaskCompletedRequest) -> None:  # type: ignore[no-untyped-def]
+    sticky = request.sticky_attributes if request.HasField("sticky_attributes") else None
+    if sticky is not None and sticky.worker_task_queue.name:
+        state.sticky_queue = sticky.worker_task_queue.name
+        state.sticky_timeout = seconds(sticky.schedule_to_start_timeout) or DEFAULT_STICKY_TIMEOUT
+    else:
+        state.sticky_queue = ""
+        state.sticky_timeout = 0.0
 
 
 def complete(
@@ -50,7 +63,9 @@ def complete(
     if not state.running:
         raise StaleTask("workflow task not found")
     wft = workflow_task.started_task(state, scheduled_event_id, started_event_id)
-    if wft.attempt > 1:
+    if wft.speculative and _only_rejects(state, request):
+        return _drop_speculative(m, wft, request)
+    if wft.deferred:
         workflow_task.write_transient(m, wft)
     completed = m.add(
         new_event(
@@ -73,13 +88,7 @@ def complete(
     state.wft_attempt = 1
     state.last_completed_wft_started_event_id = wft.started_event_id
     m.drop_timers(TimerKind.WORKFLOW_TASK_TIMEOUT, wft.scheduled_event_id)
-    sticky = request.sticky_attributes if request.HasField("sticky_attributes") else None
-    if sticky is not None and sticky.worker_task_queue.name:
-        state.sticky_queue = sticky.worker_task_queue.name
-        state.sticky_timeout = seconds(sticky.schedule_to_start_timeout) or DEFAULT_STICKY_TIMEOUT
-    else:
-        state.sticky_queue = ""
-        state.sticky_timeout = 0.0
+    _keep_sticky(state, request)
     over = _history_limit_exceeded(state)
     if over:
         # Temporal ends a run whose history outgrew its limits rather than let it grow further.
@@ -119,3 +128,29 @@ def complete(
                 identity=request.identity,
             )
     return result
+
+
+def _only_rejects(state, request: RespondWorkflowTaskCompletedRequest) -> bool:  # type: ignore[no-untyped-def]
+    """The worker did nothing but reject updates: no commands, no other message, nothing new to deliver."""
+    return (
+        not request.commands
+        and not request.force_create_new_workflow_task
+        and not state.buffered
+        and all(message.body.Is(Rejection.DESCRIPTOR) for message in request.messages)
+    )
+
+
+def _drop_speculative(
+    m: Mutation, wft: WorkflowTaskInfo, request: RespondWorkflowTaskCompletedRequest
+) -> Completed:
+    """Temporal's speculative task: when it only rejected updates, it leaves no trace in history."""
+    state = m.state
+    state.workflow_task = None
+    state.wft_attempt = 1
+    m.drop_timers(TimerKind.WORKFLOW_TASK_TIMEOUT, wft.scheduled_event_id)
+    _keep_sticky(state, request)
+    for message in request.messages:
+        updates.handle_message(m, message, completed_event_id=0)
+    if any(info.stage == updates.ADMITTED for info in state.updates.values()):
+        workflow_task.schedule(m, speculative=True)  # an update admitted meanwhile still needs delivering
+    return Completed(reset_history_event_id=state.last_completed_wft_started_event_id)

@@ -29,6 +29,14 @@ class WorkflowTaskInfo(msgspec.Struct, kw_only=True):
     identity: str = ""
     build_id: str = ""
     """The build id the polling worker reported, recorded on the started event."""
+    speculative: bool = False
+    """Scheduled only to carry an update: like a transient task its events are written at completion,
+    and not at all if the worker just rejects the update (Temporal's speculative workflow task)."""
+
+    @property
+    def deferred(self) -> bool:
+        """Its scheduled and started events are not in history yet (a transient or speculative task)."""
+        return self.attempt > 1 or self.speculative
 
 
 class ActivityInfo(msgspec.Struct, kw_only=True):

@@ -39,7 +39,7 @@ def admit(m: Mutation, request: Request) -> UpdateInfo:
         return existing
     info = UpdateInfo(update_id=request.meta.update_id, request=request.SerializeToString(), stage=ADMITTED)
     state.updates[info.update_id] = info
-    workflow_task.schedule(m)
+    workflow_task.schedule(m, speculative=True)
     return info
 
 

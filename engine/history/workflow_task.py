@@ -79,13 +79,18 @@ def started_event(state: MutableState, wft: WorkflowTaskInfo, history_size: int)
     )
 
 
-def schedule(m: Mutation) -> None:
-    """Schedule the run's next workflow task, unless one is already pending."""
+def schedule(m: Mutation, *, speculative: bool = False) -> None:
+    """Schedule the run's next workflow task, unless one is already pending.
+
+    `speculative`: the task only carries an update, so it is written to history only if the worker does
+    more than reject it.
+    """
     state = m.state
     if state.workflow_task is not None or not state.running or state.awaiting_backoff:
         return
     if m.flush_buffer():
         state.wft_attempt = 1
+        speculative = False  # the task must be written: it delivers the events just flushed
     attempt = state.wft_attempt
     wft = WorkflowTaskInfo(
         scheduled_event_id=state.next_event_id,
@@ -93,10 +98,11 @@ def schedule(m: Mutation) -> None:
         task_queue=state.sticky_queue or state.task_queue,
         timeout=start_to_close_timeout(state.workflow_task_timeout, attempt),
         scheduled_time=m.now,
+        speculative=speculative and attempt == 1,
     )
-    if attempt == 1:
+    if not wft.deferred:
         wft.scheduled_event_id = m.add(_scheduled_event(state, wft)).event_id
-    # else: a transient task; its events get ids only when it completes.
+    # else: a transient or speculative task; its events get ids only when it completes.
     state.workflow_task = wft
     m.task(TaskKind.WORKFLOW, wft.task_queue, wft.scheduled_event_id, attempt)
     if state.sticky_queue:
@@ -137,6 +143,7 @@ def schedule_to_start_timeout(m: Mutation, *, scheduled_event_id: int, attempt: 
     wft = _pending(state, scheduled_event_id, attempt)
     if wft.started_event_id or wft.task_queue == state.task_queue:
         raise StaleTask("workflow task started or no longer sticky")
+    materialize_speculative(m)
     m.add(
         new_event(
             WorkflowTaskTimedOutEventAttributes(
@@ -187,13 +194,14 @@ def start(
     wft.request_id = request_id
     wft.identity = identity
     wft.build_id = build_id
-    if wft.attempt > 1 and wft.scheduled_event_id != state.next_event_id:
-        # Events arrived since this transient task was scheduled: it becomes a normal task.
+    if wft.deferred and wft.scheduled_event_id != state.next_event_id:
+        # Events arrived since this transient or speculative task was scheduled: it becomes a normal task.
         wft.attempt = 1
+        wft.speculative = False
         state.wft_attempt = 1
         wft.scheduled_event_id = m.add(_scheduled_event(state, wft)).event_id
     wft.started_time = m.now
-    if wft.attempt == 1:
+    if not wft.deferred:
         wft.started_event_id = m.add(started_event(state, wft, state.history_size)).event_id
     else:
         wft.started_event_id = wft.scheduled_event_id + 1
@@ -212,7 +220,7 @@ def transient_events(state: MutableState, *, include_unstarted: bool = False) ->
     History reads (`include_unstarted`) also show a transient task that is only scheduled, as Temporal does.
     """
     wft = state.workflow_task
-    if wft is None or wft.attempt == 1 or not (wft.started_event_id or include_unstarted):
+    if wft is None or not wft.deferred or not (wft.started_event_id or include_unstarted):
         return []
     if wft.scheduled_event_id != state.next_event_id:
         return []  # events arrived since it was scheduled: it will start as a normal task, with new ids
@@ -229,8 +237,16 @@ def transient_events(state: MutableState, *, include_unstarted: bool = False) ->
 
 
 def write_transient(m: Mutation, wft: WorkflowTaskInfo) -> None:
-    for event in transient_events(m.state):
+    for event in transient_events(m.state, include_unstarted=True):
         m.add(event, at=event.event_time.ToDatetime(tzinfo=m.now.tzinfo))
+    wft.speculative = False
+
+
+def materialize_speculative(m: Mutation) -> None:
+    """A speculative task that fails or times out is kept in history like a normal first attempt."""
+    wft = m.state.workflow_task
+    if wft is not None and wft.speculative:
+        write_transient(m, wft)
 
 
 def started_task(state: MutableState, scheduled_event_id: int, started_event_id: int) -> WorkflowTaskInfo:
@@ -269,6 +285,7 @@ def _fail(
     binary_checksum: str = "",
 ) -> None:
     state = m.state
+    materialize_speculative(m)
     if wft.attempt == 1:
         m.add(
             new_event(
@@ -311,6 +328,7 @@ def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int) -> None:
     wft = _pending(state, scheduled_event_id, attempt)
     if not wft.started_event_id:
         raise StaleTask("workflow task not started")
+    materialize_speculative(m)
     if wft.attempt == 1:
         m.add(
             new_event(

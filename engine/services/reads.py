@@ -39,6 +39,8 @@ def history_page(execution: Execution, *, first_event_id: int, page_size: int) -
             return events
     if execution.status == RUNNING:
         state = store.decode_state(execution)
+        if state.workflow_task is not None and state.workflow_task.speculative:
+            return events  # a speculative task may leave no trace: readers never see it, as in Temporal
         events.extend(
             e
             for e in workflow_task.transient_events(state, include_unstarted=True)

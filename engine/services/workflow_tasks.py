@@ -119,6 +119,8 @@ class CompletionResult:
 
     activities: list[activity_tasks.StartedActivityTask]
     workflow_task: StartedWorkflowTask | None
+    reset_history_event_id: int = 0
+    """The speculative task was dropped: the worker must forget the events it saw after this one."""
 
 
 def workflow_task_complete(
@@ -151,6 +153,7 @@ def workflow_task_complete(
             )
             if done.workflow_task is not None
             else None,
+            reset_history_event_id=done.reset_history_event_id,
         )
 
     try:

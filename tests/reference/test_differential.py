@@ -420,6 +420,26 @@ async def test_updates_and_a_rejection(both_clients):
     assert types(history).count("WorkflowExecutionUpdateCompleted") == 2
 
 
+async def test_rejected_updates_leave_no_trace(both_clients):
+    from temporalio.client import WorkflowUpdateFailedError
+
+    async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
+        handle = await client.start_workflow(w.UpdatableWorkflow.run, id=workflow_id, task_queue=task_queue)
+        await wait_for_event(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+        # Each rejection rides a speculative workflow task that the server then drops.
+        for _ in range(2):
+            with pytest.raises(WorkflowUpdateFailedError):
+                await handle.execute_update(w.UpdatableWorkflow.add, "")
+        assert await handle.execute_update(w.UpdatableWorkflow.add, "a") == 1
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update(w.UpdatableWorkflow.add, "")
+        await handle.signal(w.UpdatableWorkflow.finish)
+        return handle
+
+    history = await compare(both_clients, scenario)
+    assert types(history).count("WorkflowExecutionUpdateAccepted") == 1
+
+
 async def test_queries_write_nothing(both_clients):
     async def scenario(client: Client, workflow_id: str, task_queue: str) -> WorkflowHandle:
         handle = await client.start_workflow(w.CounterWorkflow.run, id=workflow_id, task_queue=task_queue)
