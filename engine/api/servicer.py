@@ -43,7 +43,7 @@ from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
 from engine import notify, tokens, validation
-from engine.api import dbthreads
+from engine.api import dbthreads, task_queues
 from engine.api.convert import dur, ts
 from engine.api.errors import rpc
 from engine.api.pending_activities import pending_activity
@@ -413,6 +413,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
     async def PollWorkflowTaskQueue(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
         validation.require_task_queue(request.task_queue.name)
+        task_queues.poller_seen(namespace, task_queues.WORKFLOW, request)
         request_id = str(uuid.uuid4())
         started = await _long_poll(
             context,
@@ -675,6 +676,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
     async def PollActivityTaskQueue(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
         validation.require_task_queue(request.task_queue.name)
+        task_queues.poller_seen(namespace, task_queues.ACTIVITY, request)
         request_id = str(uuid.uuid4())
         started = await _long_poll(
             context,
@@ -890,6 +892,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
     @rpc
     async def ShutdownWorker(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
+        await task_queues.pollers_gone(namespace, request)
         if request.sticky_task_queue:
             await dbthreads.run(
                 workflow_tasks.sticky_queue_shutdown,
@@ -897,6 +900,11 @@ class WorkflowService(wss.WorkflowServiceServicer):
                 sticky_queue=request.sticky_task_queue,
             )
         return rr.ShutdownWorkerResponse()
+
+    @rpc
+    async def DescribeTaskQueue(self, request, context):  # noqa: N802
+        namespace = await _namespace(request.namespace)
+        return await task_queues.describe_task_queue(namespace, request)
 
     # --- schedules -------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from django.db import connection, transaction
@@ -86,3 +86,32 @@ def claim(
             _delete(task)
             return result
     return NotYet(clock.now())
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """Tasks waiting in a queue that a poller could take now, and when the oldest became takeable."""
+
+    count: int
+    oldest_visible_at: datetime | None
+
+
+def backlog(namespace_id: uuid.UUID, kind: int, task_queue: str) -> Backlog:
+    """The visible backlog of one queue (DescribeTaskQueue stats); uses the claim index."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*), MIN(visible_at) FROM engine_task "
+            "WHERE namespace_id = %s AND kind = %s AND task_queue = %s AND visible_at <= %s",
+            [
+                store.uuid_param(namespace_id),
+                kind,
+                task_queue,
+                connection.ops.adapt_datetimefield_value(clock.now()),
+            ],
+        )
+        count, oldest = cursor.fetchone()
+    if isinstance(oldest, str):  # SQLite returns aggregates of datetime columns as text
+        oldest = datetime.fromisoformat(oldest)
+    if oldest is not None and oldest.tzinfo is None:
+        oldest = oldest.replace(tzinfo=UTC)
+    return Backlog(count=count, oldest_visible_at=oldest)

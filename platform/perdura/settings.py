@@ -75,6 +75,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("PERDURA_CELERY_QUEUE", "perdura")
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
 PERDURA_TIMER_WAKEUPS = os.environ.get("PERDURA_TIMER_WAKEUPS", "" if env.dev_mode() else "celery")
+# Who polls which task queue (DescribeTaskQueue): process memory in dev, Redis shared by every api replica.
+PERDURA_POLLERS = os.environ.get("PERDURA_POLLERS", "memory" if env.dev_mode() else "redis")
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,34 @@
+"""The in-process poller registry: one entry per identity, newest first, forgotten after the TTL."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from google.protobuf.timestamp_pb2 import Timestamp
+from temporalio.api.taskqueue.v1 import PollerInfo
+
+from engine.matching.pollers import POLLER_TTL, MemoryPollers, QueueKey
+
+KEY = QueueKey("ns", "tq", 1)
+
+
+def poller(identity: str, ago: timedelta) -> PollerInfo:
+    at = Timestamp()
+    at.FromDatetime(datetime.now(UTC) - ago)
+    return PollerInfo(identity=identity, last_access_time=at, rate_per_second=100_000)
+
+
+def test_latest_poll_per_identity_newest_first_and_stale_ones_dropped():
+    store = MemoryPollers()
+    store.seen(KEY, poller("a", timedelta(seconds=30)))
+    store.seen(KEY, poller("b", timedelta(seconds=10)))
+    store.seen(KEY, poller("a", timedelta(seconds=1)))
+    store.seen(KEY, poller("old", POLLER_TTL + timedelta(seconds=1)))
+    store.seen(QueueKey("ns", "tq", 2), poller("activity-only", timedelta(0)))
+
+    listed = asyncio.run(store.list(KEY))
+
+    assert [p.identity for p in listed] == ["a", "b"]
+    asyncio.run(store.remove(KEY, "a"))
+    assert [p.identity for p in asyncio.run(store.list(KEY))] == ["b"]
