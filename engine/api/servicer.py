@@ -131,6 +131,8 @@ class WorkflowService(wss.WorkflowServiceServicer):
                 internal_error_differentiation=True,
                 activity_failure_include_heartbeat=True,
                 encoded_failure_attributes=True,
+                supports_schedules=True,
+                build_id_based_versioning=True,
                 upsert_memo=True,
                 sdk_metadata=True,
                 eager_workflow_start=True,
