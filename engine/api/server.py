@@ -6,9 +6,11 @@ import logging
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from temporalio.api.operatorservice.v1 import service_pb2_grpc as oss
 from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
 from engine.api import dbthreads
+from engine.api.operator import OperatorService
 from engine.api.servicer import WorkflowService
 
 log = logging.getLogger("perdura.api")
@@ -18,7 +20,13 @@ MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 class Health(health_pb2_grpc.HealthServicer):
     """grpc.health.v1: this process serves the WorkflowService while it accepts calls at all."""
 
-    SERVICES = frozenset({"", "temporal.api.workflowservice.v1.WorkflowService"})
+    SERVICES = frozenset(
+        {
+            "",
+            "temporal.api.workflowservice.v1.WorkflowService",
+            "temporal.api.operatorservice.v1.OperatorService",
+        }
+    )
 
     async def Check(self, request, context):  # noqa: N802
         if request.service not in self.SERVICES:
@@ -37,6 +45,7 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
         ]
     )
     wss.add_WorkflowServiceServicer_to_server(WorkflowService(), server)
+    oss.add_OperatorServiceServicer_to_server(OperatorService(), server)
     # The standard health service, which load balancers and `client.service_client.check_health()` ask.
     health_pb2_grpc.add_HealthServicer_to_server(Health(), server)
     bound = server.add_insecure_port(address)

@@ -44,6 +44,7 @@ from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
 from engine import notify, tokens, validation
 from engine.api import dbthreads, task_queues
+from engine.api import visibility as visibility_rpc
 from engine.api.convert import dur, ts
 from engine.api.errors import rpc
 from engine.api.pending_activities import pending_activity
@@ -160,6 +161,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
     async def StartWorkflowExecution(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
         validation.start_request(request)
+        await visibility_rpc.check_search_attributes(namespace, request.search_attributes)
         result = await dbthreads.run(workflows.workflow_start, namespace=namespace, request=request)
         response = rr.StartWorkflowExecutionResponse(run_id=result.run_id, started=result.started)
         if result.eager_workflow_task is not None:
@@ -209,6 +211,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
             if not request.HasField(field):
                 start.ClearField(field)
         validation.start_request(start)
+        await visibility_rpc.check_search_attributes(namespace, start.search_attributes)
         if not request.signal_name:
             raise InvalidArgument("SignalName is not set on request.")
         if request.HasField("signal_input"):
@@ -442,6 +445,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
         token = _token(namespace, request.task_token)
         for command in request.commands:
             validation.command_payloads(command)
+        await visibility_rpc.check_commands(namespace, token, request)
         result = await dbthreads.run(
             workflow_tasks.workflow_task_complete, namespace=namespace, token=token, request=request
         )
@@ -560,6 +564,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
         start, update = ops[0].start_workflow, ops[1].update_workflow
         try:
             validation.start_request(start)
+            await visibility_rpc.check_search_attributes(namespace, start.search_attributes)
             _validate_update(update)
             if (
                 update.workflow_execution.workflow_id
@@ -957,6 +962,32 @@ class WorkflowService(wss.WorkflowServiceServicer):
         namespace = await _namespace(request.namespace)
         times = await dbthreads.run(schedules.schedule_matching_times, namespace=namespace, request=request)
         return rr.ListScheduleMatchingTimesResponse(start_time=times)
+
+    # --- visibility (engine/api/visibility.py) --------------------------------------------------
+
+    @rpc
+    async def ListWorkflowExecutions(self, request, context):  # noqa: N802
+        return await visibility_rpc.list_executions(request)
+
+    @rpc
+    async def ScanWorkflowExecutions(self, request, context):  # noqa: N802
+        return await visibility_rpc.scan_executions(request)
+
+    @rpc
+    async def CountWorkflowExecutions(self, request, context):  # noqa: N802
+        return await visibility_rpc.count_executions(request)
+
+    @rpc
+    async def ListOpenWorkflowExecutions(self, request, context):  # noqa: N802
+        return await visibility_rpc.list_open(request)
+
+    @rpc
+    async def ListClosedWorkflowExecutions(self, request, context):  # noqa: N802
+        return await visibility_rpc.list_closed(request)
+
+    @rpc
+    async def GetSearchAttributes(self, request, context):  # noqa: N802
+        return await visibility_rpc.get_search_attributes(request)
 
 
 async def _heartbeat(namespace, token, request) -> activity_rules.HeartbeatAnswer:  # type: ignore[no-untyped-def]

@@ -188,10 +188,10 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
 
 
 def merged_search_attributes(current: bytes, upsert: SearchAttributes) -> bytes:
-    """A run's search attributes after an upsert; an empty value removes the attribute."""
+    """A run's search attributes after an upsert; an empty value (null, or an empty list) removes it."""
     merged = SearchAttributes.FromString(current) if current else SearchAttributes()
     for key, value in upsert.indexed_fields.items():
-        if value.data in (b"", b"null"):
+        if value.data in (b"", b"null", b"[]"):
             merged.indexed_fields.pop(key, None)
         else:
             merged.indexed_fields[key].CopyFrom(value)

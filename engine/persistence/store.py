@@ -16,7 +16,7 @@ from engine.history.mutation import Mutation
 from engine.history.queries import holds_queries
 from engine.history.state import MutableState
 from engine.models import CurrentRun, Execution, HistoryBatch, Task, Timer, Transfer
-from engine.persistence import encryption, queries
+from engine.persistence import encryption, queries, visibility
 from engine.shards import wakeups
 
 
@@ -94,6 +94,7 @@ def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
         next_event_id=s.next_event_id,
         state=encode_state(namespace_id, s),
     )
+    visibility.record_write_txn(execution, s)
     _persist_derived(execution, m)
     return execution
 
@@ -120,6 +121,8 @@ def persist(execution: Execution, m: Mutation) -> None:
     if updated != 1:
         raise Unavailable("the workflow execution changed concurrently; retry the request")
     execution.db_version += 1
+    if visibility.changed(execution, m):
+        visibility.record_write_txn(execution, s)
     if m.closed:
         _delete_pending(execution)
     _persist_derived(execution, m)

@@ -1,0 +1,98 @@
+"""A run's visibility record, written from its own transactions (store.insert / store.persist).
+
+Written when something a filter or a listing shows changes: at start, when search attributes or the
+memo change, and when the status changes (close, continue-as-new, reset). Times and ids are plaintext
+(they are indexed, DESIGN.md rule 6); the memo is sealed like the run's state.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from temporalio.api.common.v1 import SearchAttributes
+from temporalio.api.enums.v1 import EventType
+
+from engine.history.mutation import Mutation
+from engine.history.state import MutableState
+from engine.models import Execution
+from engine.persistence import encryption
+from visibility import registry
+from visibility.backends import sql
+from visibility.search_attributes import stored_values, to_micros
+
+# Events after which a run's record must be rewritten even though its status did not change.
+_VISIBLE_EVENTS = frozenset(
+    {
+        EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
+        EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED,
+    }
+)
+
+
+def memo_aad(namespace_id: uuid.UUID, run_id: str) -> bytes:
+    return f"perdura/visibility-memo/{namespace_id}/{run_id}".encode()
+
+
+def changed(execution: Execution, m: Mutation) -> bool:
+    """Whether this mutation changes what visibility shows of the run (cheap: no decoding)."""
+    if execution.status != m.state.status:
+        return True
+    return any(e.event_type in _VISIBLE_EVENTS for e in m.events)
+
+
+def record_write_txn(execution: Execution, state: MutableState) -> None:
+    """Write the run's visibility record, inside the caller's transaction."""
+    namespace_id = execution.namespace_id
+    search_attributes = b""
+    custom: dict[str, object] = {}
+    if state.search_attributes:
+        parsed = SearchAttributes.FromString(state.search_attributes)
+        names = list(parsed.indexed_fields)
+        custom = stored_values(parsed, registry.custom_types(namespace_id, names=names))
+        empty = [name for name, p in parsed.indexed_fields.items() if p.data in (b"", b"null")]
+        for name in empty:  # a null value at start means "not set", as an upsert of null removes it
+            del parsed.indexed_fields[name]
+        search_attributes = parsed.SerializeToString() if empty else state.search_attributes
+    close = to_micros(state.close_time) if state.close_time is not None else None
+    duration = None
+    if state.close_time is not None:
+        delta = state.close_time - state.execution_time
+        duration = max((delta.days * 86400 + delta.seconds) * 10**9 + delta.microseconds * 1000, 0)
+    parent = state.parent
+    sql.record_upsert_txn(
+        sql.Record(
+            execution_id=execution.pk,
+            namespace_id=namespace_id
+            if isinstance(namespace_id, uuid.UUID)
+            else uuid.UUID(str(namespace_id)),
+            workflow_id=state.workflow_id,
+            run_id=state.run_id,
+            workflow_type=state.workflow_type,
+            task_queue=state.task_queue,
+            status=state.status,
+            start_time=to_micros(state.start_time),
+            execution_time=to_micros(state.execution_time),
+            close_time=close,
+            execution_duration=duration,
+            history_length=state.next_event_id - 1,
+            history_size_bytes=state.history_size,
+            state_transition_count=state.state_transitions,
+            parent_workflow_id=parent.workflow_id if parent else None,
+            parent_run_id=parent.run_id if parent else None,
+            root_workflow_id=parent.root_workflow_id if parent else state.workflow_id,
+            root_run_id=parent.root_run_id if parent else state.run_id,
+            first_run_id=state.first_run_id,
+            memo=encryption.seal(namespace_id, state.memo, memo_aad(namespace_id, state.run_id))
+            if state.memo
+            else b"",
+            search_attributes=search_attributes,
+            custom=custom,
+        )
+    )
+
+
+def memo_open(namespace_id: uuid.UUID, run_id: str, sealed: bytes) -> bytes:
+    """The serialized Memo of a record (empty when the run has none)."""
+    if not sealed:
+        return b""
+    return encryption.unseal(namespace_id, sealed, memo_aad(namespace_id, run_id))

@@ -1,0 +1,403 @@
+"""The SQL visibility backend (SQLite in dev, Postgres in production): records, filters compiled to SQL.
+
+Every statement is parameterised: names of system attributes map to a fixed set of columns, names of
+custom attributes and every literal travel as parameters, so no filter text ever reaches the SQL.
+Every query is scoped by namespace first.
+
+Filters are compiled in negation normal form: NOT is pushed down to the comparisons (De Morgan, then
+each comparison's complement), so each comparison is true only for a run that has the attribute and
+matches. A comparison on a missing attribute is then false instead of SQL's unknown, which changes no
+result (an AND/OR tree without NOT is true exactly when it would be under three-valued logic), and it
+lets equality on custom attributes use jsonb containment (`@>`) and so the GIN index on Postgres.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import connection as default_connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from visibility.query import ast
+from visibility.query.memory import text_tokens
+from visibility.search_attributes import SaType
+
+TABLE = "visibility_visibilityrecord"
+MAX_SORT = 2**63 - 1
+"""close_sort of a run that has not closed: open runs come first in the default order."""
+
+_FLIP = {"=": "!=", "!=": "=", ">": "<=", ">=": "<", "<": ">=", "<=": ">"}
+
+RECORD_COLUMNS = (
+    "execution_id",
+    "namespace_id",
+    "workflow_id",
+    "run_id",
+    "workflow_type",
+    "task_queue",
+    "status",
+    "start_time",
+    "execution_time",
+    "close_time",
+    "close_sort",
+    "execution_duration",
+    "history_length",
+    "history_size_bytes",
+    "state_transition_count",
+    "parent_workflow_id",
+    "parent_run_id",
+    "root_workflow_id",
+    "root_run_id",
+    "first_run_id",
+    "memo",
+    "search_attributes",
+    "custom",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One run as visibility stores it (times in microseconds since the epoch, duration in nanoseconds)."""
+
+    execution_id: int
+    namespace_id: uuid.UUID
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    task_queue: str
+    status: int
+    start_time: int
+    execution_time: int
+    close_time: int | None
+    execution_duration: int | None
+    history_length: int
+    history_size_bytes: int
+    state_transition_count: int
+    parent_workflow_id: str | None
+    parent_run_id: str | None
+    root_workflow_id: str
+    root_run_id: str
+    first_run_id: str
+    memo: bytes
+    """Sealed by the caller."""
+    search_attributes: bytes
+    custom: dict[str, object]
+
+
+def _uuid(value: uuid.UUID, connection: BaseDatabaseWrapper) -> object:
+    return value if connection.features.has_native_uuid_field else value.hex
+
+
+def record_upsert_txn(record: Record, connection: BaseDatabaseWrapper | None = None) -> None:
+    """Write a run's record (insert or replace), inside the caller's transaction."""
+    connection = connection or default_connection
+    custom = "CAST(%s AS jsonb)" if connection.vendor == "postgresql" else "%s"
+    placeholders = ", ".join(custom if c == "custom" else "%s" for c in RECORD_COLUMNS)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in RECORD_COLUMNS[1:])
+    params = [
+        record.execution_id,
+        _uuid(record.namespace_id, connection),
+        record.workflow_id,
+        record.run_id,
+        record.workflow_type,
+        record.task_queue,
+        record.status,
+        record.start_time,
+        record.execution_time,
+        record.close_time,
+        record.close_time if record.close_time is not None else MAX_SORT,
+        record.execution_duration,
+        record.history_length,
+        record.history_size_bytes,
+        record.state_transition_count,
+        record.parent_workflow_id,
+        record.parent_run_id,
+        record.root_workflow_id,
+        record.root_run_id,
+        record.first_run_id,
+        record.memo,
+        record.search_attributes,
+        json.dumps(record.custom, separators=(",", ":")),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {TABLE} ({', '.join(RECORD_COLUMNS)}) VALUES ({placeholders}) "
+            f"ON CONFLICT (execution_id) DO UPDATE SET {updates}",
+            params,
+        )
+
+
+# --- compiling filters ------------------------------------------------------------------------------
+
+
+def negation_normal_form(node: ast.Node, negate: bool = False) -> ast.Node:
+    """The same filter with NOT only inside comparisons (see the module docstring)."""
+    if isinstance(node, ast.Not):
+        return negation_normal_form(node.item, not negate)
+    if isinstance(node, ast.And | ast.Or):
+        items = tuple(negation_normal_form(n, negate) for n in node.items)
+        if negate:
+            return ast.Or(items) if isinstance(node, ast.And) else ast.And(items)
+        return type(node)(items)
+    if not negate:
+        return node
+    if isinstance(node, ast.Compare):
+        return ast.Compare(node.attr, _FLIP[node.op], node.value)
+    if isinstance(node, ast.In):
+        return ast.In(node.attr, node.values, not node.negated)
+    if isinstance(node, ast.Between):
+        return ast.Between(node.attr, node.low, node.high, not node.negated)
+    if isinstance(node, ast.StartsWith):
+        return ast.StartsWith(node.attr, node.prefix, not node.negated)
+    assert isinstance(node, ast.IsNull)
+    return ast.IsNull(node.attr, not node.negated)
+
+
+class _Compiler:
+    def __init__(self, postgres: bool) -> None:
+        self.pg = postgres
+        self.params: list[object] = []
+
+    def p(self, value: object) -> str:
+        self.params.append(value)
+        return "%s"
+
+    # The expression of an attribute's value, typed for comparison.
+    def expr(self, attr: ast.Attr) -> str:
+        if attr.column is not None:
+            return f"v.{attr.column}"
+        if self.pg:
+            text = f"(v.custom ->> {self.p(attr.name)})"
+            cast = {SaType.Int: "bigint", SaType.Datetime: "bigint", SaType.Double: "double precision"}
+            if attr.type == SaType.Bool:
+                return f"({text})::boolean"
+            if attr.type in cast:
+                return f"({text})::{cast[attr.type]}"
+            return text
+        return f"json_extract(v.custom, {self.p(self._path(attr.name))})"
+
+    @staticmethod
+    def _path(name: str) -> str:
+        return '$."' + name + '"'
+
+    def _present(self, attr: ast.Attr) -> str:
+        if attr.column is not None:
+            return f"v.{attr.column} IS NOT NULL"
+        if self.pg:
+            return f"(v.custom -> {self.p(attr.name)}) IS NOT NULL"
+        return f"json_type(v.custom, {self.p(self._path(attr.name))}) IS NOT NULL"
+
+    def _contains(self, attr: ast.Attr, value: object) -> str:
+        """The run has this attribute with this value (or, for a KeywordList, among its values)."""
+        if attr.column is None and self.pg and attr.type != SaType.Text:
+            wrapped = [value] if attr.type == SaType.KeywordList else value
+            return f"v.custom @> CAST({self.p(json.dumps({attr.name: wrapped}))} AS jsonb)"
+        if attr.type == SaType.KeywordList:
+            return (
+                f"EXISTS (SELECT 1 FROM json_each(v.custom, {self.p(self._path(attr.name))}) "
+                f"WHERE value = {self.p(value)})"
+            )
+        return f"{self.expr(attr)} = {self._literal(attr, value)}"
+
+    def _literal(self, attr: ast.Attr, value: object) -> str:
+        if attr.type == SaType.Bool and not self.pg:
+            return self.p(1 if value else 0)
+        return self.p(value)
+
+    def _text(self, attr: ast.Attr, query: str) -> str:
+        tokens = text_tokens(query)
+        if not tokens:
+            return "1 = 0"
+        if self.pg:
+            return (
+                f"regexp_split_to_array(lower({self.expr(attr)}), '[^[:alnum:]]+') "
+                f"@> CAST({self.p(tokens)} AS text[])"
+            )
+        return f"perdura_text_match({self.expr(attr)}, {self.p(query)}) = 1"
+
+    def _ordered(self, attr: ast.Attr, op: str, value: object) -> str:
+        left = self.expr(attr)
+        if self.pg and attr.type == SaType.Keyword and attr.column != "status":
+            left = f'{left} COLLATE "C"'  # code-point order, as SQLite's BINARY and Python's str
+        return f"{left} {op} {self._literal(attr, value)}"
+
+    def node(self, node: ast.Node) -> str:
+        if isinstance(node, ast.And):
+            return "(" + " AND ".join(self.node(n) for n in node.items) + ")"
+        if isinstance(node, ast.Or):
+            return "(" + " OR ".join(self.node(n) for n in node.items) + ")"
+        assert not isinstance(node, ast.Not), "compile the negation normal form"
+        attr = node.attr
+        if isinstance(node, ast.IsNull):
+            present = self._present(attr)
+            return present if node.negated else f"NOT ({present})"
+        if isinstance(node, ast.Compare):
+            if attr.type == SaType.Text:
+                if node.op == "=":
+                    return self._text(attr, str(node.value))
+                present = self._present(attr)  # parameters are taken in the order they appear
+                return f"({present} AND NOT ({self._text(attr, str(node.value))}))"
+            if node.op == "=":
+                return self._contains(attr, node.value)
+            if node.op == "!=" and attr.type == SaType.KeywordList:
+                return f"({self._present(attr)} AND NOT ({self._contains(attr, node.value)}))"
+            if node.op == "!=":
+                return f"{self.expr(attr)} <> {self._literal(attr, node.value)}"
+            return self._ordered(attr, node.op, node.value)
+        if isinstance(node, ast.In):
+            if not node.values:
+                return "1 = 0"
+            if node.negated:
+                return (
+                    f"({self._present(attr)} AND NOT ("
+                    + " OR ".join(self._contains(attr, v) for v in node.values)
+                    + "))"
+                )
+            if attr.column is not None:
+                return f"v.{attr.column} IN ({', '.join(self._literal(attr, v) for v in node.values)})"
+            return "(" + " OR ".join(self._contains(attr, v) for v in node.values) + ")"
+        if isinstance(node, ast.Between):
+            present = self._present(attr) if node.negated else ""
+            inside = f"{self._ordered(attr, '>=', node.low)} AND {self._ordered(attr, '<=', node.high)}"
+            return f"({present} AND NOT ({inside}))" if node.negated else f"({inside})"
+        assert isinstance(node, ast.StartsWith)
+        present = self._present(attr) if node.negated else ""
+        if self.pg:
+            escaped = node.prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            hit = f"{self.expr(attr)} LIKE {self.p(escaped + '%')}"
+        else:
+            hit = f"substr({self.expr(attr)}, 1, {self.p(len(node.prefix))}) = {self.p(node.prefix)}"
+        return f"({present} AND NOT ({hit}))" if node.negated else hit
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    where: str
+    params: list[object]
+
+
+def compile_filter(
+    namespace_id: uuid.UUID, query: ast.Query, connection: BaseDatabaseWrapper | None = None
+) -> Compiled:
+    """The WHERE clause (table alias `v`) selecting the namespace's runs that match a resolved filter."""
+    connection = connection or default_connection
+    compiler = _Compiler(connection.vendor == "postgresql")
+    clause = f"v.namespace_id = {compiler.p(_uuid(namespace_id, connection))}"
+    if query.where is not None:
+        clause += " AND " + compiler.node(negation_normal_form(query.where))
+    return Compiled(clause, compiler.params)
+
+
+# --- reading ----------------------------------------------------------------------------------------
+
+SELECT_COLUMNS = tuple(c for c in RECORD_COLUMNS if c != "close_sort")
+
+
+def _record(row: Sequence[object]) -> Record:
+    values = dict(zip(SELECT_COLUMNS, row, strict=True))
+    custom = values["custom"]
+    if isinstance(custom, str):
+        custom = json.loads(custom)
+    values["custom"] = custom or {}
+    values["memo"] = bytes(values["memo"] or b"")  # type: ignore[arg-type]
+    values["search_attributes"] = bytes(values["search_attributes"] or b"")  # type: ignore[arg-type]
+    ns = values["namespace_id"]
+    values["namespace_id"] = ns if isinstance(ns, uuid.UUID) else uuid.UUID(str(ns))
+    return Record(**values)  # type: ignore[arg-type]
+
+
+def _encode_token(data: dict[str, object]) -> bytes:
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode())
+
+
+def _decode_token(token: bytes) -> dict[str, object]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token))
+    except ValueError:
+        raise ValueError("invalid page token") from None
+    if not isinstance(data, dict):
+        raise ValueError("invalid page token")
+    return data
+
+
+def list_records(
+    namespace_id: uuid.UUID,
+    query: ast.Query,
+    *,
+    page_size: int,
+    page_token: bytes,
+    connection: BaseDatabaseWrapper | None = None,
+) -> tuple[list[Record], bytes]:
+    """A page of matching runs and the token of the next page (empty after the last).
+
+    The default order is Temporal's: open runs first, then by close time, start time, newest first.
+    Its token is the last row's sort key, so pages stay stable while runs start and close. An explicit
+    ORDER BY pages by offset.
+
+    Raises:
+        ValueError: a page token this listing did not make.
+    """
+    connection = connection or default_connection
+    compiled = compile_filter(namespace_id, query, connection)
+    where, params = compiled.where, list(compiled.params)
+    state = _decode_token(page_token) if page_token else {}
+    columns = ", ".join(f"v.{c}" for c in SELECT_COLUMNS)
+    if query.order_by:
+        order_compiler = _Compiler(connection.vendor == "postgresql")
+        terms = []
+        for term in query.order_by:
+            expr = order_compiler.expr(term.attr)
+            terms.append(f"{expr} {'DESC' if term.descending else 'ASC'} NULLS LAST")
+        order = ", ".join([*terms, "v.execution_id DESC"])
+        offset = int(state.get("offset", 0))  # type: ignore[call-overload]
+        sql = f"SELECT {columns} FROM {TABLE} v WHERE {where} ORDER BY {order} LIMIT %s OFFSET %s"
+        params = [*params, *order_compiler.params, page_size + 1, offset]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        records = [_record(r) for r in rows[:page_size]]
+        token = _encode_token({"offset": offset + page_size}) if len(rows) > page_size else b""
+        return records, token
+    if state:
+        try:
+            key = [int(state["c"]), int(state["s"]), int(state["e"])]  # type: ignore[call-overload]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("invalid page token") from None
+        where += " AND (v.close_sort, v.start_time, v.execution_id) < (%s, %s, %s)"
+        params += key
+    sql = (
+        f"SELECT {columns}, v.close_sort FROM {TABLE} v WHERE {where} "
+        "ORDER BY v.close_sort DESC, v.start_time DESC, v.execution_id DESC LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, page_size + 1])
+        rows = cursor.fetchall()
+    records = [_record(r[:-1]) for r in rows[:page_size]]
+    token = b""
+    if len(rows) > page_size:
+        last = rows[page_size - 1]
+        token = _encode_token({"c": last[-1], "s": records[-1].start_time, "e": records[-1].execution_id})
+    return records, token
+
+
+def count_records(
+    namespace_id: uuid.UUID, query: ast.Query, connection: BaseDatabaseWrapper | None = None
+) -> tuple[int, list[tuple[int, int]]]:
+    """How many runs match, and with GROUP BY ExecutionStatus the (status, count) of each group."""
+    connection = connection or default_connection
+    compiled = compile_filter(namespace_id, query, connection)
+    with connection.cursor() as cursor:
+        if query.group_by:
+            cursor.execute(
+                f"SELECT v.status, COUNT(*) FROM {TABLE} v WHERE {compiled.where} GROUP BY v.status "
+                "ORDER BY COUNT(*) DESC, v.status",
+                compiled.params,
+            )
+            groups = [(int(status), int(n)) for status, n in cursor.fetchall()]
+            return sum(n for _, n in groups), groups
+        cursor.execute(f"SELECT COUNT(*) FROM {TABLE} v WHERE {compiled.where}", compiled.params)
+        return int(cursor.fetchone()[0]), []

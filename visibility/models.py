@@ -1,0 +1,74 @@
+"""Visibility tables: each namespace's custom search attributes and one searchable record per run."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from tenants.models import Namespace
+
+
+class CustomSearchAttribute(models.Model):
+    """A custom search attribute registered in a namespace (OperatorService AddSearchAttributes)."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
+    name = models.CharField(max_length=64)
+    type = models.SmallIntegerField()
+    """temporal.api.enums.v1.IndexedValueType."""
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="custom_sa_unique_name")]
+
+
+class VisibilityRecord(models.Model):
+    """What list and count filters see of one run, written in the run's own transactions.
+
+    System attributes are typed columns; times are microseconds since the epoch (exact equality and
+    ordering on SQLite and Postgres alike) and ExecutionDuration is nanoseconds, as Temporal counts it.
+    Custom and predefined map attributes are one JSON document of typed values (`custom`): jsonb with
+    a GIN index on Postgres, JSON1 on SQLite.
+    """
+
+    execution = models.OneToOneField(
+        "engine.Execution", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
+    workflow_id = models.CharField(max_length=1000)
+    run_id = models.CharField(max_length=64)
+    workflow_type = models.CharField(max_length=1000)
+    task_queue = models.CharField(max_length=1000)
+    status = models.SmallIntegerField()
+    start_time = models.BigIntegerField()
+    execution_time = models.BigIntegerField()
+    close_time = models.BigIntegerField(null=True)
+    close_sort = models.BigIntegerField()
+    """close_time, or the largest value while running: open runs list first, as in Temporal."""
+    execution_duration = models.BigIntegerField(null=True)
+    history_length = models.BigIntegerField(default=0)
+    history_size_bytes = models.BigIntegerField(default=0)
+    state_transition_count = models.BigIntegerField(default=0)
+    # NULL, not "", for a run without a parent: filters treat it as a missing attribute (IS NULL).
+    parent_workflow_id = models.CharField(max_length=1000, null=True)  # noqa: DJ001
+    parent_run_id = models.CharField(max_length=64, null=True)  # noqa: DJ001
+    root_workflow_id = models.CharField(max_length=1000)
+    root_run_id = models.CharField(max_length=64)
+    first_run_id = models.CharField(max_length=64, default="")
+    memo = models.BinaryField(default=b"")
+    """The run's memo (a serialized Memo), sealed under the namespace's data key like its state."""
+    search_attributes = models.BinaryField(default=b"")
+    """The run's search attribute map as given (a serialized SearchAttributes), returned by list."""
+    custom = models.JSONField(default=dict)
+    """Typed values of the map's attributes by name (see visibility.search_attributes.decode_value)."""
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["namespace", "-close_sort", "-start_time", "-execution"], name="vis_by_order"
+            ),
+            models.Index(fields=["namespace", "workflow_id"], name="vis_by_workflow_id"),
+            models.Index(fields=["namespace", "workflow_type", "-close_sort"], name="vis_by_type"),
+            models.Index(fields=["namespace", "status", "-close_sort"], name="vis_by_status"),
+            models.Index(fields=["namespace", "task_queue", "-close_sort"], name="vis_by_task_queue"),
+            models.Index(fields=["namespace", "-start_time"], name="vis_by_start_time"),
+            models.Index(fields=["namespace", "run_id"], name="vis_by_run_id"),
+            models.Index(fields=["namespace", "parent_workflow_id"], name="vis_by_parent"),
+        ]
