@@ -76,11 +76,21 @@ def _fresh(pollers: Iterable[PollerInfo], now: datetime) -> list[PollerInfo]:
 class MemoryPollers(PollerStore):
     """One process (`perdura dev`): a dictionary, written on every poll."""
 
+    SWEEP_EVERY = 1000
+    """Polls between two sweeps of queues nobody polls any more (so memory follows the live queues)."""
+
     def __init__(self) -> None:
         self._queues: dict[QueueKey, dict[str, PollerInfo]] = {}
+        self._until_sweep = self.SWEEP_EVERY
 
     def seen(self, key: QueueKey, poller: PollerInfo) -> None:
         self._queues.setdefault(key, {})[poller.identity] = poller
+        self._until_sweep -= 1
+        if self._until_sweep <= 0:
+            self._until_sweep = self.SWEEP_EVERY
+            now = clock.now()
+            swept = {k: {p.identity: p for p in _fresh(v.values(), now)} for k, v in self._queues.items()}
+            self._queues = {k: v for k, v in swept.items() if v}
 
     async def remove(self, key: QueueKey, identity: str) -> None:
         self._queues.get(key, {}).pop(identity, None)

@@ -176,6 +176,22 @@ async def test_failed_task_hands_its_queries_to_the_next_attempt(client, task_qu
     await handle.terminate()
 
 
+async def test_timed_out_task_hands_its_queries_to_the_next_attempt(client, task_queue):
+    handle = await client.start_workflow(
+        "ByHand", id=new_id(), task_queue=task_queue, task_timeout=timedelta(seconds=1)
+    )
+    pending = start_query(handle)
+    await asyncio.sleep(0.5)
+    task = await task_with_query(client, await poll(client, task_queue))
+    [query_id] = task.queries
+    retry = await poll(client, task_queue)  # the worker went silent: the task times out after 1 s
+    assert retry.attempt == 2
+    assert list(retry.queries) == [query_id]
+    await complete(client, retry, {query_id: "after a timeout"})
+    assert await asyncio.wait_for(pending, 10) == "after a timeout"
+    await handle.terminate()
+
+
 async def test_one_query_at_a_time_is_held_and_a_run_closed_before_any_task_fails_it(client, task_queue):
     """As Temporal: one held query per run (the next is ResourceExhausted, which the SDK retries)."""
     handle = await client.start_workflow("ByHand", id=new_id(), task_queue=task_queue)

@@ -32,3 +32,12 @@ def test_latest_poll_per_identity_newest_first_and_stale_ones_dropped():
     assert [p.identity for p in listed] == ["a", "b"]
     asyncio.run(store.remove(KEY, "a"))
     assert [p.identity for p in asyncio.run(store.list(KEY))] == ["b"]
+
+
+def test_queues_nobody_polls_any_more_are_swept():
+    store = MemoryPollers()
+    store.seen(QueueKey("ns", "gone", 1), poller("old", POLLER_TTL + timedelta(seconds=1)))
+    for i in range(MemoryPollers.SWEEP_EVERY):
+        store.seen(KEY, poller(f"w{i % 3}", timedelta(0)))
+    assert asyncio.run(store.list(QueueKey("ns", "gone", 1))) == []
+    assert set(store._queues) == {KEY}
