@@ -275,6 +275,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
             run_id=request.workflow_execution.run_id,
             identity=request.identity,
             reason=request.reason,
+            first_execution_run_id=request.first_execution_run_id,
         )
         return rr.RequestCancelWorkflowExecutionResponse()
 
@@ -293,6 +294,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
             reason=request.reason,
             details=request.details if request.HasField("details") else None,
             identity=request.identity,
+            first_execution_run_id=request.first_execution_run_id,
         )
         return rr.TerminateWorkflowExecutionResponse()
 

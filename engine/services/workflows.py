@@ -241,15 +241,26 @@ def workflow_signal(
     )
 
 
+def _require_chain(m: Mutation, first_execution_run_id: str) -> None:
+    """A caller naming the first run of a chain reaches only that chain's runs, as in Temporal."""
+    if first_execution_run_id and m.state.first_run_id != first_execution_run_id:
+        raise NotFound("workflow execution not found")
+
+
 def workflow_request_cancel(
-    *, namespace: Namespace, workflow_id: str, run_id: str, identity: str, reason: str
+    *,
+    namespace: Namespace,
+    workflow_id: str,
+    run_id: str,
+    identity: str,
+    reason: str,
+    first_execution_run_id: str = "",
 ) -> None:
-    run_update(
-        namespace_id=namespace.id,
-        workflow_id=workflow_id,
-        run_id=run_id,
-        apply=lambda _e, m: lifecycle.request_cancel(m, identity=identity, reason=reason),
-    )
+    def apply(_execution: Execution, m: Mutation) -> None:
+        _require_chain(m, first_execution_run_id)
+        lifecycle.request_cancel(m, identity=identity, reason=reason)
+
+    run_update(namespace_id=namespace.id, workflow_id=workflow_id, run_id=run_id, apply=apply)
 
 
 def workflow_terminate(
@@ -260,13 +271,13 @@ def workflow_terminate(
     reason: str,
     details: Payloads | None,
     identity: str,
+    first_execution_run_id: str = "",
 ) -> None:
-    run_update(
-        namespace_id=namespace.id,
-        workflow_id=workflow_id,
-        run_id=run_id,
-        apply=lambda _e, m: lifecycle.terminate(m, reason=reason, details=details, identity=identity),
-    )
+    def apply(_execution: Execution, m: Mutation) -> None:
+        _require_chain(m, first_execution_run_id)
+        lifecycle.terminate(m, reason=reason, details=details, identity=identity)
+
+    run_update(namespace_id=namespace.id, workflow_id=workflow_id, run_id=run_id, apply=apply)
 
 
 def signal_locked(execution: Execution, apply: Callable[[Mutation], None]) -> None:

@@ -277,3 +277,21 @@ async def test_user_metadata_on_start_and_timers(client, task_queue):
     description = await handle.describe()
     assert await description.static_summary() == "a summary"
     assert await description.static_details() == "some details"
+
+
+async def test_cancel_and_terminate_honour_first_execution_run_id(client, task_queue):
+    import uuid
+
+    from temporalio.service import RPCError, RPCStatusCode
+
+    handle = await client.start_workflow(w.WaitForCancelWorkflow.run, id=new_id(), task_queue=task_queue)
+    # A handle from another chain of this workflow id reaches nothing.
+    stranger = client.get_workflow_handle(handle.id, first_execution_run_id=str(uuid.uuid4()))
+    for call in (stranger.cancel, stranger.terminate):
+        with pytest.raises(RPCError) as error:
+            await call()
+        assert error.value.status == RPCStatusCode.NOT_FOUND
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    own = client.get_workflow_handle(handle.id, first_execution_run_id=handle.result_run_id)
+    await own.terminate("by its own chain")
+    assert (await handle.describe()).status == WorkflowExecutionStatus.TERMINATED
