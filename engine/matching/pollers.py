@@ -116,6 +116,7 @@ class RedisPollers(PollerStore):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._written: dict[tuple[QueueKey, str], float] = {}
         self._writes: set[asyncio.Task[None]] = set()
+        self._warned = -60.0
 
     def _redis(self):  # type: ignore[no-untyped-def]
         import redis.asyncio
@@ -150,9 +151,11 @@ class RedisPollers(PollerStore):
                 pipe.hset(name, poller.identity, poller.SerializeToString())
                 pipe.expire(name, int(POLLER_TTL.total_seconds()))
                 await pipe.execute()
-        except Exception:  # a hint only: the next write interval tries again
-            self._written.pop((key, poller.identity), None)
-            log.warning("could not record a poller in Redis", exc_info=True)
+        except Exception:  # a hint only: this poller is written again after WRITE_INTERVAL
+            now = time.monotonic()
+            if now - self._warned >= 60.0:  # one line a minute while Redis is away, not one per poll
+                self._warned = now
+                log.warning("could not record a poller in Redis", exc_info=True)
 
     async def remove(self, key: QueueKey, identity: str) -> None:
         self._written.pop((key, identity), None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.api.taskqueue.v1 import PollerInfo
 
@@ -41,3 +42,19 @@ def test_queues_nobody_polls_any_more_are_swept():
         store.seen(KEY, poller(f"w{i % 3}", timedelta(0)))
     assert asyncio.run(store.list(QueueKey("ns", "gone", 1))) == []
     assert set(store._queues) == {KEY}
+
+
+def test_without_redis_polls_go_on_and_describe_is_unavailable():
+    from engine.errors import Unavailable
+    from engine.matching.pollers import RedisPollers
+
+    async def scenario() -> None:
+        store = RedisPollers("redis://127.0.0.1:1/0")  # nothing listens there
+        store.seen(KEY, poller("a", timedelta(0)))
+        store.seen(KEY, poller("a", timedelta(0)))  # throttled: one background write per interval
+        assert len(store._writes) == 1
+        await asyncio.gather(*store._writes)  # the failed write is swallowed
+        with pytest.raises(Unavailable, match="Redis"):
+            await store.list(KEY)
+
+    asyncio.run(scenario())
