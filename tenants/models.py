@@ -1,10 +1,41 @@
-"""Namespaces and their data keys (organisations, members and API keys come with the control plane)."""
+"""Organisations and their members, namespaces with their data keys, and API keys."""
 
 from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.db import models
+
+
+class Organization(models.Model):
+    """A tenant: owns namespaces and API keys; people belong to it through memberships.
+
+    The slug is the suffix of every namespace the organisation owns (`<name>.<slug>`, as Temporal
+    Cloud's `<name>.<account>`), which makes namespace names globally unique by construction.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.CharField(max_length=40, unique=True)
+    name = models.CharField(max_length=255)
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    """A person's role in an organisation (roles.OrgRole)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "user"], name="membership_unique_user")
+        ]
 
 
 class Namespace(models.Model):
@@ -18,6 +49,11 @@ class Namespace(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=255, unique=True)
+    # Null for the operator's own namespaces (the `default` of `perdura migrate` and `perdura dev`):
+    # no API key can name them, only the unauthenticated loopback allowance reaches them.
+    organization = models.ForeignKey(
+        Organization, null=True, blank=True, on_delete=models.PROTECT, related_name="namespaces"
+    )
     description = models.TextField(blank=True, default="")
     owner_email = models.CharField(max_length=255, blank=True, default="")
     state = models.SmallIntegerField(choices=State.choices, default=State.REGISTERED)
@@ -40,3 +76,32 @@ class DataKey(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["namespace", "version"], name="datakey_unique_version")
         ]
+
+
+class ApiKey(models.Model):
+    """An API key of an organisation: a role on a set of its namespaces, until it expires or is revoked.
+
+    Only the SHA-256 of the key is stored (tenants/api_keys.py says why a fast hash is right here);
+    `prefix` is the public half that finds the row and names the key in lists, logs and errors.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=255)
+    prefix = models.CharField(max_length=32, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    role = models.CharField(max_length=16)
+    namespaces = models.ManyToManyField(Namespace, related_name="api_keys")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    rotated_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix})"

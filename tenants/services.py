@@ -1,45 +1,147 @@
-"""Namespace writes: register a namespace together with its first data key."""
+"""Control-plane writes: organisations and members, namespaces (with their data keys), API keys."""
 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from perdura import clock
 
+from tenants import api_keys, selectors
 from tenants.datakeys import datakey_create
-from tenants.models import Namespace
+from tenants.models import ApiKey, Membership, Namespace, Organization
+from tenants.roles import KeyRole, OrgRole
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+# A namespace without organisation (the operator's own, e.g. `default`) has no dot, so it can never
+# take a name inside an organisation's `<name>.<slug>` space.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,199}$")
+SLUG_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
+RETENTION_DAYS = range(1, 91)
+KEY_LIFETIME_MAX = timedelta(days=730)
 
 
-class NamespaceError(ValueError):
-    """A namespace request that cannot be honoured, with a message for a person."""
+class TenantError(ValueError):
+    """A control-plane request that cannot be honoured, with a message for a person."""
+
+
+class NamespaceError(TenantError):
+    pass
 
 
 class NamespaceAlreadyExists(NamespaceError):
     pass
 
 
+class OrganizationAlreadyExists(TenantError):
+    pass
+
+
+# --- organisations and members ------------------------------------------------------------------
+
+
+def organization_create(*, slug: str, owner_email: str, name: str = "") -> Organization:
+    """Create an organisation with its first owner (a Django user, created if the email is new).
+
+    Raises:
+        TenantError: the slug or email is invalid.
+        OrganizationAlreadyExists: the slug is taken.
+    """
+    if not SLUG_RE.match(slug):
+        raise TenantError(
+            f"organisation name {slug!r} is invalid: use 1-40 lowercase letters, digits or '-', "
+            "starting and ending with a letter or digit (it becomes the suffix of its namespaces)"
+        )
+    try:
+        with transaction.atomic():
+            organization = Organization.objects.create(slug=slug, name=name or slug, created_at=clock.now())
+            member_add(organization=organization, email=owner_email, role=OrgRole.OWNER)
+    except IntegrityError:
+        raise OrganizationAlreadyExists(f"organisation {slug!r} already exists") from None
+    return organization
+
+
+def member_add(*, organization: Organization, email: str, role: OrgRole) -> Membership:
+    """Give the person with `email` a role in `organization` (creating the user if needed).
+
+    Raises:
+        TenantError: the email is not an address.
+    """
+    email = email.strip().lower()
+    if "@" not in email or email.startswith("@") or email.endswith("@"):
+        raise TenantError(f"{email!r} is not an email address")
+    user_model = get_user_model()
+    user = user_model.objects.filter(email=email).first()
+    if user is None:
+        user = user_model.objects.create_user(username=email, email=email)  # unusable password until set
+    membership, _ = Membership.objects.update_or_create(
+        organization=organization,
+        user=user,
+        defaults={"role": OrgRole(role).value, "created_at": clock.now()},
+    )
+    return membership
+
+
+# --- namespaces ------------------------------------------------------------------------------
+
+
+def namespace_full_name(*, organization: Organization, name: str) -> str:
+    """`name` with the organisation's suffix (`orders` → `orders.acme`); unchanged if it has it."""
+    suffix = f".{organization.slug}"
+    return name if name.endswith(suffix) else f"{name}{suffix}"
+
+
+def _check_name(name: str, organization: Organization | None) -> None:
+    if organization is None:
+        if not NAME_RE.match(name):
+            raise NamespaceError(
+                f"namespace name {name!r} is invalid: use 1-200 letters, digits, '-' or '_', starting with a "
+                "letter or digit (names with a '.' belong to organisations: <name>.<organisation>)"
+            )
+        return
+    base, dot, slug = name.rpartition(".")
+    if not dot or slug != organization.slug:
+        raise NamespaceError(
+            f"namespace name {name!r} is invalid: namespaces of organisation {organization.slug!r} are "
+            f"named <name>.{organization.slug}"
+        )
+    if not NAME_RE.match(base):
+        raise NamespaceError(
+            f"namespace name {name!r} is invalid: before .{organization.slug} use 1-200 letters, digits, "
+            "'-' or '_', starting with a letter or digit"
+        )
+
+
+def _check_retention(days: int) -> None:
+    if days not in RETENTION_DAYS:
+        raise NamespaceError(f"retention must be between 1 and 90 days, not {days}")
+
+
 def namespace_register(
-    *, name: str, description: str = "", retention_days: int = 1, owner_email: str = ""
+    *,
+    name: str,
+    organization: Organization | None = None,
+    description: str = "",
+    retention_days: int = 1,
+    owner_email: str = "",
 ) -> Namespace:
     """Create a namespace and its first data key in one transaction.
+
+    A namespace of an organisation is named `<name>.<organisation slug>`; one without organisation
+    (the operator's own) has no dot. Either way names are globally unique.
 
     Raises:
         NamespaceError: the name or retention is invalid.
         NamespaceAlreadyExists: the name is taken.
     """
-    if not NAME_RE.match(name):
-        raise NamespaceError(
-            f"namespace name {name!r} is invalid: use 1-255 letters, digits, '.', '-' or '_', starting with a letter or digit"
-        )
-    if not 1 <= retention_days <= 90:
-        raise NamespaceError(f"retention must be between 1 and 90 days, not {retention_days}")
+    _check_name(name, organization)
+    _check_retention(retention_days)
     try:
         with transaction.atomic():
             namespace = Namespace.objects.create(
                 name=name,
+                organization=organization,
                 description=description,
                 retention_days=retention_days,
                 owner_email=owner_email,
@@ -47,7 +149,7 @@ def namespace_register(
             )
             datakey_create(namespace=namespace)
     except IntegrityError:
-        raise NamespaceAlreadyExists(f"namespace {name!r} already exists") from None
+        raise NamespaceAlreadyExists(f"Namespace already exists: {name}") from None
     return namespace
 
 
@@ -60,3 +162,124 @@ def namespace_ensure(*, name: str, retention_days: int = 1) -> Namespace:
         return namespace_register(name=name, retention_days=retention_days)
     except NamespaceAlreadyExists:
         return Namespace.objects.get(name=name)
+
+
+def namespace_update(
+    *,
+    namespace: Namespace,
+    description: str | None = None,
+    owner_email: str | None = None,
+    retention_days: int | None = None,
+) -> Namespace:
+    """Change a namespace's description, owner email or retention (1-90 days); None leaves a field.
+
+    Raises:
+        NamespaceError: the retention is out of range.
+    """
+    fields = {}
+    if description is not None:
+        fields["description"] = description
+    if owner_email is not None:
+        fields["owner_email"] = owner_email
+    if retention_days is not None:
+        _check_retention(retention_days)
+        fields["retention_days"] = retention_days
+    if fields:
+        Namespace.objects.filter(pk=namespace.pk).update(**fields)
+        for field, value in fields.items():
+            setattr(namespace, field, value)
+        selectors.namespace_forget(namespace.name)
+    return namespace
+
+
+def namespace_deprecate(*, namespace: Namespace) -> Namespace:
+    """Mark a namespace deprecated (Temporal's DeprecateNamespace); its runs and keys stay."""
+    Namespace.objects.filter(pk=namespace.pk).update(state=Namespace.State.DEPRECATED)
+    namespace.state = Namespace.State.DEPRECATED
+    selectors.namespace_forget(namespace.name)
+    return namespace
+
+
+# --- API keys --------------------------------------------------------------------------------
+
+
+def apikey_create(
+    *,
+    organization: Organization,
+    name: str,
+    role: str,
+    namespaces: list[Namespace],
+    expires_in: timedelta,
+    created_by: object | None = None,
+    rotated_from: ApiKey | None = None,
+) -> tuple[ApiKey, str]:
+    """Create an API key; returns the row and the plaintext key, which is shown once and never stored.
+
+    Raises:
+        TenantError: no name, unknown role, no namespace, a namespace of another organisation, or an
+            expiry that is not within two years.
+    """
+    if not name.strip():
+        raise TenantError("an API key needs a name")
+    try:
+        role = KeyRole(role).value
+    except ValueError:
+        raise TenantError(f"unknown role {role!r}: use reader, operator or admin") from None
+    if not namespaces:
+        raise TenantError("an API key needs at least one namespace")
+    foreign = [n.name for n in namespaces if n.organization_id != organization.id]
+    if foreign:
+        raise TenantError(f"namespace {foreign[0]!r} does not belong to organisation {organization.slug!r}")
+    if not timedelta(0) < expires_in <= KEY_LIFETIME_MAX:
+        raise TenantError("an API key must expire within two years (730 days)")
+    new = api_keys.generate()
+    now = clock.now()
+    with transaction.atomic():
+        key = ApiKey.objects.create(
+            organization=organization,
+            name=name.strip(),
+            prefix=new.prefix,
+            secret_hash=new.secret_hash,
+            role=role,
+            created_by=created_by,
+            created_at=now,
+            expires_at=now + expires_in,
+            rotated_from=rotated_from,
+        )
+        key.namespaces.set(namespaces)
+    return key, new.plaintext
+
+
+def apikey_revoke(*, key: ApiKey) -> ApiKey:
+    """Revoke a key: the next call made with it is refused (no cache stands in between)."""
+    if key.revoked_at is None:
+        key.revoked_at = clock.now()
+        ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=key.revoked_at)
+    return key
+
+
+def apikey_rotate(*, key: ApiKey, grace: timedelta = timedelta(0)) -> tuple[ApiKey, str]:
+    """A successor of `key` with the same name, role, namespaces and lifetime; the old key stops working
+    after `grace` (at once by default).
+
+    Raises:
+        TenantError: the key is already revoked.
+    """
+    now = clock.now()
+    if key.revoked_at is not None:
+        raise TenantError(f"API key {api_keys.display(key.prefix)} is revoked")
+    with transaction.atomic():
+        successor, plaintext = apikey_create(
+            organization=key.organization,
+            name=key.name,
+            role=key.role,
+            namespaces=list(key.namespaces.all()),
+            expires_in=min(key.expires_at - key.created_at, KEY_LIFETIME_MAX),
+            created_by=key.created_by,
+            rotated_from=key,
+        )
+        if grace > timedelta(0):
+            ApiKey.objects.filter(pk=key.pk).update(expires_at=min(key.expires_at, now + grace))
+        else:
+            apikey_revoke(key=key)
+    return successor, plaintext

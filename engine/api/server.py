@@ -10,6 +10,7 @@ from temporalio.api.operatorservice.v1 import service_pb2_grpc as oss
 from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
 from engine.api import dbthreads
+from engine.api.auth import AuthInterceptor
 from engine.api.operator import OperatorService
 from engine.api.servicer import WorkflowService
 
@@ -35,14 +36,21 @@ class Health(health_pb2_grpc.HealthServicer):
 
 
 def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
-    """A grpc.aio server bound to `address` (host:port), not yet started."""
+    """A grpc.aio server bound to `address` (host:port), not yet started.
+
+    Every WorkflowService and OperatorService call passes the API-key check (engine/api/auth.py) in
+    the mode of the PERDURA_AUTH setting; the health service stays open to load balancers.
+    """
+    from django.conf import settings
+
     dbthreads.configure(db_threads)
     server = grpc.aio.server(
+        interceptors=[AuthInterceptor(settings.PERDURA_AUTH)],
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
-        ]
+        ],
     )
     wss.add_WorkflowServiceServicer_to_server(WorkflowService(), server)
     oss.add_OperatorServiceServicer_to_server(OperatorService(), server)
@@ -51,5 +59,5 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
     bound = server.add_insecure_port(address)
     if bound == 0:
         raise SystemExit(f"cannot listen on {address}: is another server using that port?")
-    log.info("gRPC API listening on %s", address)
+    log.info("gRPC API listening on %s (auth: %s)", address, settings.PERDURA_AUTH)
     return server

@@ -13,7 +13,6 @@ from perdura import clock
 from temporalio.api.common.v1 import Memo, SearchAttributes, WorkflowExecution, WorkflowType
 from temporalio.api.enums.v1 import (
     HistoryEventFilterType,
-    NamespaceState,
     QueryResultType,
     ResetReapplyType,
     TaskQueueKind,
@@ -27,9 +26,7 @@ from temporalio.api.errordetails.v1 import (
 )
 from temporalio.api.failure.v1 import MultiOperationExecutionAborted
 from temporalio.api.history.v1 import History
-from temporalio.api.namespace.v1 import NamespaceConfig, NamespaceInfo
 from temporalio.api.query.v1 import QueryRejected
-from temporalio.api.replication.v1 import ClusterReplicationConfig, NamespaceReplicationConfig
 from temporalio.api.sdk.v1 import UserMetadata
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.update.v1 import UpdateRef
@@ -43,7 +40,7 @@ from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
 from engine import notify, tokens, validation
-from engine.api import dbthreads, task_queues
+from engine.api import dbthreads, namespaces, task_queues
 from engine.api import visibility as visibility_rpc
 from engine.api.convert import dur, ts
 from engine.api.errors import rpc
@@ -140,20 +137,27 @@ class WorkflowService(wss.WorkflowServiceServicer):
             ),
         )
 
+    # Namespace calls live in engine/api/namespaces.py; who may make them, in engine/api/methods.py.
+
+    @rpc
+    async def RegisterNamespace(self, request, context):  # noqa: N802
+        return await namespaces.register(request)
+
     @rpc
     async def DescribeNamespace(self, request, context):  # noqa: N802
-        if request.id:
-            namespace = await dbthreads.run(lambda: Namespace.objects.filter(id=request.id).first())
-            if namespace is None:
-                raise NotFound(f"Namespace {request.id} is not found.")
-        else:
-            namespace = await _namespace(request.namespace)
-        return _describe_namespace(namespace)
+        return await namespaces.describe(request)
 
     @rpc
     async def ListNamespaces(self, request, context):  # noqa: N802
-        namespaces = await dbthreads.run(lambda: list(Namespace.objects.order_by("name")))
-        return rr.ListNamespacesResponse(namespaces=[_describe_namespace(n) for n in namespaces])
+        return await namespaces.list_namespaces(request)
+
+    @rpc
+    async def UpdateNamespace(self, request, context):  # noqa: N802
+        return await namespaces.update(request)
+
+    @rpc
+    async def DeprecateNamespace(self, request, context):  # noqa: N802
+        return await namespaces.deprecate(request)
 
     # --- starting and controlling runs ---------------------------------------------------------
 
@@ -1337,27 +1341,6 @@ def _activity_task_response(
         heartbeat_timeout=scheduled.heartbeat_timeout,
         retry_policy=scheduled.retry_policy,
         priority=scheduled.priority if scheduled.HasField("priority") else None,
-    )
-
-
-def _describe_namespace(namespace: Namespace) -> rr.DescribeNamespaceResponse:
-    retention = dur(namespace.retention_days * 86400.0)
-    return rr.DescribeNamespaceResponse(
-        namespace_info=NamespaceInfo(
-            name=namespace.name,
-            state=NamespaceState.ValueType(namespace.state),
-            description=namespace.description,
-            owner_email=namespace.owner_email,
-            id=str(namespace.id),
-            capabilities=NamespaceInfo.Capabilities(
-                eager_workflow_start=True, sync_update=True, async_update=True
-            ),
-        ),
-        config=NamespaceConfig(workflow_execution_retention_ttl=retention),
-        replication_config=NamespaceReplicationConfig(
-            active_cluster_name="active", clusters=[ClusterReplicationConfig(cluster_name="active")]
-        ),
-        is_global_namespace=False,
     )
 
 

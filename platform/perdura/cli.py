@@ -19,7 +19,12 @@ def _cmd_dev(args: argparse.Namespace) -> None:
     from perdura import devserver
 
     devserver.run(
-        host=args.ip, port=args.port, ui_port=args.ui_port, db_file=args.db_file, ephemeral=args.ephemeral
+        host=args.ip,
+        port=args.port,
+        ui_port=args.ui_port,
+        db_file=args.db_file,
+        ephemeral=args.ephemeral,
+        require_auth=args.require_auth,
     )
 
 
@@ -69,17 +74,6 @@ def _cmd_masterkey(args: argparse.Namespace) -> None:
     print(masterkey.generate())
 
 
-def _cmd_namespace_create(args: argparse.Namespace) -> None:
-    _django()
-    from tenants.services import NamespaceError, namespace_register
-
-    try:
-        namespace = namespace_register(name=args.name, retention_days=args.retention_days)
-    except NamespaceError as e:
-        raise SystemExit(str(e)) from None
-    print(f"namespace {namespace.name} created ({namespace.id})")
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="perdura", description="Perdura: a Temporal-compatible durable execution server"
@@ -96,6 +90,11 @@ def main(argv: list[str] | None = None) -> None:
     where.add_argument("--db-file", help="SQLite file to keep state in (default: .perdura/perdura.sqlite3)")
     where.add_argument(
         "--ephemeral", action="store_true", help="keep nothing: a temporary database, removed at exit"
+    )
+    dev.add_argument(
+        "--require-auth",
+        action="store_true",
+        help="refuse calls without an API key, even from loopback (as `perdura api` does)",
     )
     dev.set_defaults(func=_cmd_dev)
 
@@ -120,12 +119,9 @@ def main(argv: list[str] | None = None) -> None:
 
     sub.add_parser("masterkey", help="print a new random master key").set_defaults(func=_cmd_masterkey)
 
-    ns = sub.add_parser("namespace", help="manage namespaces")
-    ns_sub = ns.add_subparsers(dest="ns_command", required=True)
-    ns_create = ns_sub.add_parser("create")
-    ns_create.add_argument("name")
-    ns_create.add_argument("--retention-days", type=int, default=7)
-    ns_create.set_defaults(func=_cmd_namespace_create)
+    from perdura import control
+
+    control.add_parsers(sub)
 
     args = parser.parse_args(argv)
     args.func(args)

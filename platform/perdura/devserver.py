@@ -19,9 +19,12 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def configure(*, db_file: str | None, ephemeral: bool) -> Path | None:
+def configure(*, db_file: str | None, ephemeral: bool, require_auth: bool = False) -> Path | None:
     """Point settings at the dev SQLite file before Django starts; returns a temp dir to clean up."""
     os.environ["PERDURA_DEV"] = "1"
+    if require_auth:
+        # Like production: no loopback allowance, every call needs an API key.
+        os.environ["PERDURA_AUTH"] = "required"
     temp = None
     if ephemeral:
         temp = Path(tempfile.mkdtemp(prefix="perdura-dev-"))
@@ -91,8 +94,10 @@ async def serve(*, host: str, port: int, ui_port: int) -> None:
         web.shutdown()
 
 
-def run(*, host: str, port: int, ui_port: int, db_file: str | None, ephemeral: bool) -> None:
-    temp = configure(db_file=db_file, ephemeral=ephemeral)
+def run(
+    *, host: str, port: int, ui_port: int, db_file: str | None, ephemeral: bool, require_auth: bool = False
+) -> None:
+    temp = configure(db_file=db_file, ephemeral=ephemeral, require_auth=require_auth)
     try:
         prepare()
         asyncio.run(serve(host=host, port=port, ui_port=ui_port))

@@ -41,6 +41,15 @@ def dev_mode() -> bool:
     return os.environ.get("PERDURA_DEV") == "1"
 
 
+def auth_mode() -> str:
+    """PERDURA_AUTH: `required` (every call needs an API key) or `loopback` (unauthenticated loopback
+    calls act as the operator); `loopback` by default in `perdura dev`, `required` elsewhere."""
+    value = os.environ.get("PERDURA_AUTH") or ("loopback" if dev_mode() else "required")
+    if value not in {"required", "loopback"}:
+        raise SystemExit(f"PERDURA_AUTH must be 'required' or 'loopback', not {value!r}")
+    return value
+
+
 def flag(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)
     if value is None:

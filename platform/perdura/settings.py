@@ -77,6 +77,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
 PERDURA_TIMER_WAKEUPS = os.environ.get("PERDURA_TIMER_WAKEUPS", "" if env.dev_mode() else "celery")
 # Who polls which task queue (DescribeTaskQueue): process memory in dev, Redis shared by every api replica.
 PERDURA_POLLERS = os.environ.get("PERDURA_POLLERS", "memory" if env.dev_mode() else "redis")
+# API keys on the gRPC API: `required` (the default of `perdura api`), or `loopback`, which lets calls
+# without credentials from 127.0.0.1/::1 through as the operator (the default of `perdura dev`).
+PERDURA_AUTH = env.auth_mode()
 
 LOGGING = {
     "version": 1,

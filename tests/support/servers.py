@@ -54,6 +54,8 @@ class Running:
     database_url: str = ""
     replicas: dict[str, str] = field(default_factory=dict)
     """Extra `perdura api` processes by name: their addresses (see `replica`)."""
+    db_file: Path | None = None
+    """The SQLite file of `perdura dev`."""
 
     def stop(self) -> None:
         for proc in self.processes.values():
@@ -81,6 +83,15 @@ class Running:
             self.replicas[name] = f"127.0.0.1:{port}"
         return self.replicas[name]
 
+    def cli(self, *args: str) -> str:
+        """Run a `perdura` operator command (org, namespace, apikey) against this server's database;
+        its standard output."""
+        env = dict(self.env, PERDURA_DATABASE_URL=self.database_url or f"sqlite:///{self.db_file}")
+        done = subprocess.run([PERDURA, *args], env=env, capture_output=True, text=True, cwd=ROOT)
+        if done.returncode != 0:
+            raise RuntimeError(f"perdura {' '.join(args)} failed:\n{done.stderr}")
+        return done.stdout
+
     def kill(self, name: str) -> None:
         """kill -9 one process (crash tests)."""
         self.processes[name].kill()
@@ -105,13 +116,15 @@ def _base_env(tmp: Path) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def dev_server(tmp: Path, *, db_file: Path | None = None, port: int | None = None) -> Iterator[Running]:
-    """`perdura dev` on a SQLite file of its own."""
+def dev_server(
+    tmp: Path, *, db_file: Path | None = None, port: int | None = None, extra: tuple[str, ...] = ()
+) -> Iterator[Running]:
+    """`perdura dev` on a SQLite file of its own (`extra`: more arguments, e.g. `--require-auth`)."""
     port = port or free_port()
     env = _base_env(tmp)
-    running = Running(address=f"127.0.0.1:{port}", env=env)
     db = db_file or tmp / "perdura.sqlite3"
-    proc = running.spawn("dev", ["dev", "--port", str(port), "--ui-port", "0", "--db-file", str(db)])
+    running = Running(address=f"127.0.0.1:{port}", env=env, db_file=db)
+    proc = running.spawn("dev", ["dev", "--port", str(port), "--ui-port", "0", "--db-file", str(db), *extra])
     try:
         wait_for_port(port, proc, running.logs["dev"])
         yield running
@@ -157,6 +170,9 @@ def production(tmp: Path, database_url: str) -> Iterator[Running]:
         PERDURA_MASTER_KEY=base64.b64encode(os.urandom(32)).decode(),
         PERDURA_CELERY_QUEUE=f"perdura-test-{uuid.uuid4().hex[:8]}",
         PERDURA_SWEEP_SECONDS="1",
+        # The suite's clients connect from loopback without a key, as they do to `perdura dev`; calls that
+        # carry a key are checked all the same (tests/e2e/test_auth.py).
+        PERDURA_AUTH="loopback",
     )
     running = Running(address=f"127.0.0.1:{port}", env=env, database_url=database_url)
     subprocess.run([PERDURA, "migrate"], env=env, check=True, capture_output=True, cwd=ROOT)

@@ -1,0 +1,231 @@
+"""The control-plane commands of `perdura`: org, namespace, apikey (bootstrap and scripting).
+
+They read the same configuration as the servers (PERDURA_DATABASE_URL), so they work against a
+running `perdura dev --db-file F` with PERDURA_DATABASE_URL=sqlite:///F, or a production database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+
+def _django() -> None:
+    from perdura import env
+
+    url = env.database_url()
+    if url.startswith("sqlite:///"):
+        # A `perdura dev` database: its generated master key lives beside it, as the dev server keeps it.
+        os.environ["PERDURA_DEV"] = "1"
+        os.environ.setdefault("PERDURA_DATA_DIR", str(Path(url.removeprefix("sqlite:///")).resolve().parent))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "perdura.settings")
+    import django
+
+    django.setup()
+
+
+def _fail(message: str) -> None:
+    raise SystemExit(f"perdura: {message}")
+
+
+def _organization(slug: str):  # type: ignore[no-untyped-def]
+    from tenants import selectors
+
+    organization = selectors.organization_by_slug(slug)
+    if organization is None:
+        _fail(f"no organisation {slug!r} (create it with `perdura org create {slug} --owner EMAIL`)")
+    return organization
+
+
+def _days(text: str) -> int:
+    from tenants import api_keys
+
+    if text.isdigit():
+        return int(text)
+    try:
+        duration = api_keys.parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if duration % timedelta(days=1):
+        raise argparse.ArgumentTypeError(f"retention is whole days (e.g. 7d), not {text!r}")
+    return duration // timedelta(days=1)
+
+
+def _duration(text: str) -> timedelta:
+    from tenants import api_keys
+
+    try:
+        return api_keys.parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _org_create(args: argparse.Namespace) -> None:
+    _django()
+    from tenants.services import TenantError, organization_create
+
+    try:
+        organization = organization_create(
+            slug=args.name, owner_email=args.owner, name=args.display_name or ""
+        )
+    except TenantError as e:
+        _fail(str(e))
+    print(f"organisation {organization.slug} created; owner {args.owner.strip().lower()}")
+    print(f"its namespaces are named <name>.{organization.slug}")
+
+
+def _namespace_create(args: argparse.Namespace) -> None:
+    _django()
+    from tenants.services import NamespaceError, namespace_full_name, namespace_register
+
+    organization = _organization(args.org) if args.org else None
+    name = namespace_full_name(organization=organization, name=args.name) if organization else args.name
+    try:
+        namespace = namespace_register(
+            name=name, organization=organization, retention_days=args.retention, description=args.description
+        )
+    except NamespaceError as e:
+        _fail(str(e))
+    print(f"namespace {namespace.name} created ({namespace.id}), retention {namespace.retention_days}d")
+
+
+def _apikey_create(args: argparse.Namespace) -> None:
+    _django()
+    from tenants.models import Namespace
+    from tenants.services import TenantError, apikey_create, namespace_full_name
+
+    organization = _organization(args.org)
+    namespaces = []
+    for name in args.namespace:
+        full = namespace_full_name(organization=organization, name=name)
+        namespace = Namespace.objects.filter(name=full, organization=organization).first()
+        if namespace is None:
+            _fail(f"organisation {organization.slug!r} has no namespace {full!r}")
+        namespaces.append(namespace)
+    try:
+        key, plaintext = apikey_create(
+            organization=organization,
+            name=args.name,
+            role=args.role,
+            namespaces=namespaces,
+            expires_in=args.expires,
+        )
+    except TenantError as e:
+        _fail(str(e))
+    _print_key(key, plaintext)
+
+
+def _print_key(key, plaintext: str) -> None:  # type: ignore[no-untyped-def]
+    from tenants import api_keys
+
+    names = ", ".join(sorted(n.name for n in key.namespaces.all()))
+    print(
+        f"API key {key.name!r} ({api_keys.display(key.prefix)}): {key.role} on {names}, "
+        f"expires {key.expires_at.isoformat(timespec='seconds')}",
+        file=sys.stderr,
+    )
+    print("It is shown only this once; Perdura keeps only its hash:", file=sys.stderr)
+    print(plaintext)
+
+
+def _find_key(value: str):  # type: ignore[no-untyped-def]
+    from tenants import selectors
+
+    key = selectors.apikey_find(value)
+    if key is None:
+        _fail("no such API key (give the whole key, pdk_<prefix> or the prefix)")
+    return key
+
+
+def _apikey_revoke(args: argparse.Namespace) -> None:
+    _django()
+    from tenants import api_keys
+    from tenants.services import apikey_revoke
+
+    key = apikey_revoke(key=_find_key(args.key))
+    print(f"API key {key.name!r} ({api_keys.display(key.prefix)}) revoked")
+
+
+def _apikey_rotate(args: argparse.Namespace) -> None:
+    _django()
+    from tenants.services import TenantError, apikey_rotate
+
+    old = _find_key(args.key)
+    try:
+        key, plaintext = apikey_rotate(key=old, grace=args.grace or timedelta(0))
+    except TenantError as e:
+        _fail(str(e))
+    _print_key(key, plaintext)
+
+
+def _apikey_list(args: argparse.Namespace) -> None:
+    _django()
+    from perdura import clock
+    from tenants import api_keys, selectors
+
+    now = clock.now()
+    for key in selectors.apikey_list(organization=_organization(args.org)):
+        if key.revoked_at is not None:
+            status = "revoked"
+        elif key.expires_at <= now:
+            status = "expired"
+        else:
+            status = "active"
+        used = key.last_used_at.isoformat(timespec="seconds") if key.last_used_at else "never"
+        names = ",".join(sorted(n.name for n in key.namespaces.all()))
+        print(
+            f"{api_keys.display(key.prefix)}  {status:8} {key.role:8} {key.name!r}  namespaces={names}  "
+            f"expires={key.expires_at.isoformat(timespec='seconds')}  last_used={used}"
+        )
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register `org`, `namespace` and `apikey` on the `perdura` command."""
+    org = sub.add_parser("org", help="manage organisations")
+    org_sub = org.add_subparsers(dest="org_command", required=True)
+    org_create = org_sub.add_parser("create", help="create an organisation with its first owner")
+    org_create.add_argument(
+        "name", help="short name: lowercase letters, digits, '-'; the suffix of its namespaces"
+    )
+    org_create.add_argument("--owner", required=True, help="the owner's email (a user is created if new)")
+    org_create.add_argument("--display-name", help="a longer name for people")
+    org_create.set_defaults(func=_org_create)
+
+    ns = sub.add_parser("namespace", help="manage namespaces")
+    ns_sub = ns.add_subparsers(dest="ns_command", required=True)
+    ns_create = ns_sub.add_parser("create", help="register a namespace (with its data key)")
+    ns_create.add_argument("name", help="NAME (becomes NAME.ORG with --org)")
+    ns_create.add_argument(
+        "--org", help="the owning organisation; without it the namespace is the operator's"
+    )
+    ns_create.add_argument("--retention", type=_days, default=7, help="1d-90d (default 7d)")
+    ns_create.add_argument("--retention-days", dest="retention", type=int, help=argparse.SUPPRESS)
+    ns_create.add_argument("--description", default="")
+    ns_create.set_defaults(func=_namespace_create)
+
+    key = sub.add_parser("apikey", help="manage API keys")
+    key_sub = key.add_subparsers(dest="key_command", required=True)
+    create = key_sub.add_parser("create", help="create an API key and print it (once)")
+    create.add_argument("--org", required=True)
+    create.add_argument("--namespace", action="append", required=True, help="repeat for several namespaces")
+    create.add_argument("--role", choices=["reader", "operator", "admin"], required=True)
+    create.add_argument("--name", required=True)
+    create.add_argument(
+        "--expires", type=_duration, default=timedelta(days=90), help="e.g. 30d (default 90d, at most 730d)"
+    )
+    create.set_defaults(func=_apikey_create)
+    revoke = key_sub.add_parser("revoke", help="revoke an API key at once")
+    revoke.add_argument("key", help="the key, pdk_<prefix> or the prefix")
+    revoke.set_defaults(func=_apikey_revoke)
+    rotate = key_sub.add_parser("rotate", help="replace a key by a new one with the same grants")
+    rotate.add_argument("key", help="the key, pdk_<prefix> or the prefix")
+    rotate.add_argument(
+        "--grace", type=_duration, help="keep the old key working this long (default: revoke now)"
+    )
+    rotate.set_defaults(func=_apikey_rotate)
+    listing = key_sub.add_parser("list", help="list an organisation's keys (never their secrets)")
+    listing.add_argument("--org", required=True)
+    listing.set_defaults(func=_apikey_list)
