@@ -76,7 +76,8 @@ WORKFLOW_METHODS: dict[str, Rule] = {
     "ListArchivedWorkflowExecutions": R,
     "ScanWorkflowExecutions": R,
     "CountWorkflowExecutions": R,
-    "GetSearchAttributes": CLUSTER,
+    # It lists the attributes registered in every namespace: a key uses OperatorService.ListSearchAttributes.
+    "GetSearchAttributes": SYSTEM,
     # workers: polls hand out tasks, responses write history
     "PollWorkflowTaskQueue": W,
     "RespondWorkflowTaskCompleted": W,

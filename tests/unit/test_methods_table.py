@@ -212,3 +212,14 @@ def test_cluster_methods_need_only_a_valid_key_and_system_methods_are_closed_to_
     )
     assert isinstance(denial, PermissionDenied)
     assert isinstance(decide("Unknown", None, key("admin", "a.acme"), None), PermissionDenied)
+
+
+def test_calls_spanning_every_namespace_are_closed_to_keys():
+    """GetSearchAttributes lists every namespace's attributes: one tenant must not see another's."""
+    denial = decide(
+        "GetSearchAttributes",
+        rule("GetSearchAttributes"),
+        key("admin", "a.acme"),
+        rr.GetSearchAttributesRequest(),
+    )
+    assert isinstance(denial, PermissionDenied)
