@@ -161,7 +161,9 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
         )
     elif kind == CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
         attrs = command.upsert_workflow_search_attributes_command_attributes
-        m.state.search_attributes = merged_search_attributes(m.state.search_attributes, attrs.search_attributes)
+        m.state.search_attributes = merged_search_attributes(
+            m.state.search_attributes, attrs.search_attributes
+        )
         m.add(
             new_event(
                 UpsertWorkflowSearchAttributesEventAttributes(
