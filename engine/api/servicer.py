@@ -924,6 +924,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
     @rpc
     async def CreateSchedule(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
+        await _check_schedule_search_attributes(namespace, request)
         token = await dbthreads.run(schedules.schedule_create, namespace=namespace, request=request)
         return rr.CreateScheduleResponse(conflict_token=token.to_bytes(8, "big"))
 
@@ -937,6 +938,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
     @rpc
     async def UpdateSchedule(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
+        await _check_schedule_search_attributes(namespace, request)
         await dbthreads.run(schedules.schedule_update, namespace=namespace, request=request)
         return rr.UpdateScheduleResponse()
 
@@ -1410,6 +1412,15 @@ def _describe_execution(snap: reads.RunSnapshot) -> rr.DescribeWorkflowExecution
         )
     del execution
     return response
+
+
+async def _check_schedule_search_attributes(namespace: Namespace, request) -> None:  # type: ignore[no-untyped-def]
+    """A schedule's own attributes and those its runs will start with are checked, and typed, like a start's."""
+    if request.HasField("search_attributes"):
+        await visibility_rpc.check_search_attributes(namespace, request.search_attributes)
+    action = request.schedule.action
+    if action.HasField("start_workflow") and action.start_workflow.HasField("search_attributes"):
+        await visibility_rpc.check_search_attributes(namespace, action.start_workflow.search_attributes)
 
 
 def _unimplemented(name: str):  # type: ignore[no-untyped-def]

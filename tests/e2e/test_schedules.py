@@ -427,3 +427,47 @@ async def test_schedule_fires_after_a_dev_server_restart(tmp_path):
         assert times == sorted(times)
         assert len(set(times)) == len(times)
         await handle.delete()
+
+
+async def test_list_filters_and_typed_search_attributes(client, sched_worker):
+    """ListSchedules takes the list-filter language over the schedules' attributes; unknown ones are refused."""
+    from temporalio.api.enums.v1 import IndexedValueType
+    from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+    from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+    team = SearchAttributeKey.for_keyword("PerduraScheduleTeam")
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace="default",
+            search_attributes={team.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD},
+        )
+    )
+    label = f"team-{uuid.uuid4()}"
+    handles = []
+    for paused in (False, True):
+        handles.append(
+            await client.create_schedule(
+                _sid(),
+                Schedule(
+                    action=_action(ScheduledResultWorkflow.run, sched_worker.task_queue),
+                    spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(hours=1))]),
+                    state=ScheduleState(paused=paused),
+                ),
+                search_attributes=TypedSearchAttributes([SearchAttributePair(team, label)]),
+            )
+        )
+
+    async def listed(query: str) -> set[str]:
+        return {d.id async for d in await client.list_schedules(query=query)}
+
+    assert await listed(f"PerduraScheduleTeam = '{label}'") == {h.id for h in handles}
+    assert await listed(f"PerduraScheduleTeam = '{label}' AND TemporalSchedulePaused = true") == {
+        handles[1].id
+    }
+    entry = [d async for d in await client.list_schedules(query=f"PerduraScheduleTeam = '{label}'")][0]
+    assert entry.typed_search_attributes.get(team) == label  # typed by the server, as a start's are
+    with pytest.raises(RPCError) as info:
+        await listed("NoSuchAttribute = 'x'")
+    assert info.value.status == RPCStatusCode.INVALID_ARGUMENT
+    for handle in handles:
+        await handle.delete()
