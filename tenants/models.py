@@ -59,6 +59,8 @@ class Namespace(models.Model):
     state = models.SmallIntegerField(choices=State.choices, default=State.REGISTERED)
     retention_days = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField()
+    # The operator's per-namespace rate overrides, bucket → requests per second (tenants/quotas.py).
+    rate_limits = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return self.name

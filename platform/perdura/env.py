@@ -55,3 +55,18 @@ def flag(name: str, default: bool = False) -> bool:
     if value is None:
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def number(name: str, default: float, *, integer: bool = False) -> float:
+    """A positive number from the environment (rates, caps), or `default` when unset."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value) if integer else float(value)
+    except ValueError:
+        number = 0
+    if not number > 0:
+        kind = "a positive integer" if integer else "a positive number"
+        raise SystemExit(f"{name} must be {kind}, not {value!r}")
+    return number

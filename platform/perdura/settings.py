@@ -80,6 +80,18 @@ PERDURA_POLLERS = os.environ.get("PERDURA_POLLERS", "memory" if env.dev_mode() e
 # API keys on the gRPC API: `required` (the default of `perdura api`), or `loopback`, which lets calls
 # without credentials from 127.0.0.1/::1 through as the operator (the default of `perdura dev`).
 PERDURA_AUTH = env.auth_mode()
+# Per-namespace rate limits (tenants/quotas.py): buckets in Redis shared by every api replica (`memory` in
+# dev, `off` to disable), and the default requests per second of each bucket; Temporal Cloud's
+# defaults are 500 actions/s and 2000 requests/s per namespace.
+PERDURA_RATE_LIMITS = os.environ.get("PERDURA_RATE_LIMITS", "memory" if env.dev_mode() else "redis")
+PERDURA_RATE_ACTIONS = env.number("PERDURA_RATE_ACTIONS", 500.0)
+PERDURA_RATE_POLLS = env.number("PERDURA_RATE_POLLS", 2000.0)
+PERDURA_RATE_VISIBILITY = env.number("PERDURA_RATE_VISIBILITY", 100.0)
+# Failed API-key attempts per client address: a burst of this many, then one every 6 seconds.
+PERDURA_AUTH_FAILURES = int(env.number("PERDURA_AUTH_FAILURES", 20, integer=True))
+# Per-organisation caps (Temporal Cloud starts accounts at 10 namespaces).
+PERDURA_ORG_MAX_NAMESPACES = int(env.number("PERDURA_ORG_MAX_NAMESPACES", 10, integer=True))
+PERDURA_ORG_MAX_API_KEYS = int(env.number("PERDURA_ORG_MAX_API_KEYS", 100, integer=True))
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,213 @@
+"""Token buckets (GCRA) kept in Redis, shared by every process, or in process memory; they know nothing of tenants.
+
+The algorithm is GCRA (the generic cell rate algorithm), which is a token bucket stored as one number
+per key: the "theoretical arrival time" (TAT) at which the bucket would be full again. A `Rate` of
+`per_second` tokens with room for `burst` of them admits a call when ``TAT + interval - burst *
+interval <= now`` and then moves TAT on by one interval; a refused call learns exactly when the next
+token comes (its retry-after). State is one small key per bucket, expiring as soon as the bucket is
+full, so idle namespaces cost nothing.
+
+`RedisLimiter` runs the whole check as one Lua script (loaded once, called with EVALSHA; redis-py
+reloads it on NOSCRIPT) on Redis's own clock, so every `perdura api` replica shares each bucket and
+no clock skew between replicas matters. `MemoryLimiter` is the same arithmetic for `perdura dev` and
+for tests. The libraries we looked at (`limits`: fixed/moving/sliding windows; `pyrate-limiter`: a
+sorted-set log of every hit) offer no token bucket or GCRA, and window logs cost O(rate) memory per
+key; the algorithm is twenty lines, so it lives here.
+
+When Redis fails, `RedisLimiter` fails *open onto local buckets*: each process enforces the same
+rates in its own memory (so N replicas admit at most N times a namespace's rate) and logs a warning
+at most every 30 seconds; it tries Redis again after a second. Rate limits protect tenants from one
+another, not the data, and refusing every call while Redis is away would turn a cache outage into a
+full outage.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger("perdura.ratelimit")
+
+REDIS_RETRY_SECONDS = 1.0
+"""After a Redis error, buckets stay local this long before Redis is tried again."""
+WARN_EVERY_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """A bucket's size: `per_second` tokens refill each second, at most `burst` are kept."""
+
+    per_second: float
+    burst: int
+
+    def __post_init__(self) -> None:
+        if not self.per_second > 0:
+            raise ValueError(f"a rate must be positive, not {self.per_second!r}")
+        if self.burst < 1:
+            raise ValueError(f"a burst must be at least 1, not {self.burst!r}")
+
+    @property
+    def interval_us(self) -> int:
+        """Microseconds between two tokens."""
+        return max(1, round(1_000_000 / self.per_second))
+
+    @property
+    def tolerance_us(self) -> int:
+        """How far ahead of now the bucket may be spent (GCRA's burst tolerance)."""
+        return self.interval_us * self.burst
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The answer of one check: allowed, or refused until `retry_after` seconds have passed."""
+
+    allowed: bool
+    retry_after: float = 0.0
+
+
+ALLOWED = Decision(True)
+
+
+def gcra(tat_us: int | None, now_us: int, rate: Rate) -> tuple[Decision, int]:
+    """One GCRA step: the decision and the bucket's new TAT (unchanged when refused). Pure.
+
+    The Lua script of `RedisLimiter` is the same arithmetic; keep them in step.
+    """
+    tat = now_us if tat_us is None or tat_us < now_us else tat_us
+    new_tat = tat + rate.interval_us
+    allow_at = new_tat - rate.tolerance_us
+    if allow_at > now_us:
+        return Decision(False, (allow_at - now_us) / 1_000_000), tat
+    return ALLOWED, new_tat
+
+
+class Limiter(abc.ABC):
+    """Where the buckets live. Keys are opaque strings; callers choose them (namespace and bucket)."""
+
+    @abc.abstractmethod
+    async def acquire(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
+        """Take one token from the bucket `key` of size `rate`.
+
+        Args:
+            key: the bucket's name.
+            rate: its size; a bucket seen for the first time starts full.
+            peek: only say whether a token is there, without taking it.
+
+        Returns:
+            Allowed, or refused with the seconds until a token is there. Never raises for a backend
+            failure: a limiter that cannot reach its store decides by itself (see the module docstring).
+        """
+
+    async def close(self) -> None:  # noqa: B027 (optional hook: only the Redis limiter holds connections)
+        """Release connections (the memory limiter has none)."""
+
+
+class MemoryLimiter(Limiter):
+    """Buckets in this process's memory: `perdura dev`, tests, and the fallback while Redis is down.
+
+    Only the event loop's thread touches it (grpc.aio handlers run there), so no lock is needed.
+    """
+
+    PRUNE_AT = 10_000
+
+    def __init__(self, clock_us: object = None) -> None:
+        self._tats: dict[str, int] = {}
+        self._clock_us = clock_us or (lambda: time.monotonic_ns() // 1000)
+
+    def check(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
+        """`acquire` without the coroutine: the arithmetic on this process's clock."""
+        now = self._clock_us()  # type: ignore[operator]
+        decision, tat = gcra(self._tats.get(key), now, rate)
+        if decision.allowed and not peek:
+            if len(self._tats) >= self.PRUNE_AT:
+                # A bucket whose TAT has passed is full: forgetting it changes no answer.
+                self._tats = {k: v for k, v in self._tats.items() if v > now}
+            self._tats[key] = tat
+        return decision
+
+    async def acquire(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
+        return self.check(key, rate, peek=peek)
+
+
+# KEYS[1]: the bucket; ARGV: interval (µs), burst tolerance (µs), "1" to peek. Returns {allowed, retry µs}.
+# TIME is Redis's clock, shared by every replica. Numbers stay below 2^53, exact in Lua's doubles;
+# '%.0f' writes the TAT without the exponent tostring() would use.
+GCRA_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local tolerance = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
+if tat < now then tat = now end
+local new_tat = tat + interval
+local allow_at = new_tat - tolerance
+if allow_at > now then
+  return {0, allow_at - now}
+end
+if ARGV[3] ~= '1' then
+  redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1000)
+end
+return {1, 0}
+"""
+
+
+class RedisLimiter(Limiter):
+    """Buckets in Redis, shared by every process that uses the same Redis and prefix."""
+
+    def __init__(self, url: str, *, prefix: str = "perdura:rl:", timeout: float = 0.25) -> None:
+        import redis.asyncio
+
+        self._redis = redis.asyncio.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30
+        )
+        self._script = self._redis.register_script(GCRA_SCRIPT)
+        self._prefix = prefix
+        self.fallback = MemoryLimiter()
+        self._down_until = 0.0
+        self._warned_at = -WARN_EVERY_SECONDS
+
+    async def acquire(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
+        now = time.monotonic()
+        if now < self._down_until:
+            return self.fallback.check(key, rate, peek=peek)
+        try:
+            allowed, retry_us = await self._script(
+                keys=[self._prefix + key], args=[rate.interval_us, rate.tolerance_us, "1" if peek else "0"]
+            )
+        except Exception as e:  # redis errors, timeouts, refused connections: all mean "Redis is away"
+            self._down_until = now + REDIS_RETRY_SECONDS
+            if now - self._warned_at >= WARN_EVERY_SECONDS:
+                self._warned_at = now
+                log.warning(
+                    "rate limits: Redis unreachable (%s: %s); enforcing them per process until it is back",
+                    type(e).__name__,
+                    e,
+                )
+            return self.fallback.check(key, rate, peek=peek)
+        return ALLOWED if allowed else Decision(False, int(retry_us) / 1_000_000)
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+
+class Unlimited(Limiter):
+    """No limits at all (`PERDURA_RATE_LIMITS=off`)."""
+
+    async def acquire(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
+        return ALLOWED
+
+
+BACKENDS = ("redis", "memory", "off")
+
+
+def build(backend: str, *, redis_url: str = "") -> Limiter:
+    """The limiter named by PERDURA_RATE_LIMITS: `redis` (shared), `memory` (this process) or `off`."""
+    if backend == "redis":
+        return RedisLimiter(redis_url)
+    if backend == "memory":
+        return MemoryLimiter()
+    if backend == "off":
+        return Unlimited()
+    raise ValueError(f"PERDURA_RATE_LIMITS must be one of {', '.join(BACKENDS)}, not {backend!r}")

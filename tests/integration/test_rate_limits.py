@@ -1,0 +1,105 @@
+"""Token buckets (perdura.ratelimit): burst, refill, isolation and Redis failure, in memory and on real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from perdura import ratelimit
+from perdura.ratelimit import Rate
+
+from tests.support.servers import REDIS_URL
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def limiter(request):
+    if request.param == "memory":
+        yield ratelimit.MemoryLimiter()
+        return
+    limiter = ratelimit.RedisLimiter(REDIS_URL, prefix=f"perdura-test:{uuid.uuid4().hex[:8]}:")
+    yield limiter
+    await limiter.close()
+
+
+async def take(limiter, key, rate, n):
+    return [(await limiter.acquire(key, rate)).allowed for _ in range(n)]
+
+
+async def test_a_fresh_bucket_admits_its_burst_then_refuses_with_the_wait(limiter):
+    rate = Rate(per_second=10, burst=5)
+    assert await take(limiter, "a", rate, 5) == [True] * 5
+    refused = await limiter.acquire("a", rate)
+    assert not refused.allowed
+    # The next token is at most one interval (100 ms) away.
+    assert 0 < refused.retry_after <= 0.1
+
+
+async def test_tokens_refill_at_the_rate(limiter):
+    rate = Rate(per_second=20, burst=2)
+    assert await take(limiter, "r", rate, 3) == [True, True, False]
+    await asyncio.sleep(0.06)  # one interval (50 ms) later: one token, not two
+    assert await take(limiter, "r", rate, 2) == [True, False]
+    await asyncio.sleep(0.12)  # two intervals: the bucket is full again
+    assert await take(limiter, "r", rate, 3) == [True, True, False]
+
+
+async def test_buckets_are_independent(limiter):
+    rate = Rate(per_second=1, burst=2)
+    assert await take(limiter, "ns-a:actions", rate, 3) == [True, True, False]
+    assert await take(limiter, "ns-b:actions", rate, 2) == [True, True]
+    assert await take(limiter, "ns-a:polls", rate, 2) == [True, True]
+
+
+async def test_a_refused_call_takes_no_token_and_peek_takes_none(limiter):
+    rate = Rate(per_second=10, burst=2)
+    assert (await limiter.acquire("p", rate, peek=True)).allowed
+    assert await take(limiter, "p", rate, 2) == [True, True]
+    for _ in range(20):
+        assert not (await limiter.acquire("p", rate)).allowed
+    assert not (await limiter.acquire("p", rate, peek=True)).allowed
+    await asyncio.sleep(0.11)
+    # Refusals did not push the bucket further into debt: one interval later a token is there.
+    assert (await limiter.acquire("p", rate)).allowed
+
+
+async def test_redis_buckets_are_shared_between_limiters():
+    """Two processes (here: two clients) on the same Redis and prefix draw from the same bucket."""
+    prefix = f"perdura-test:{uuid.uuid4().hex[:8]}:"
+    one, two = (
+        ratelimit.RedisLimiter(REDIS_URL, prefix=prefix),
+        ratelimit.RedisLimiter(REDIS_URL, prefix=prefix),
+    )
+    try:
+        rate = Rate(per_second=1, burst=3)
+        assert await take(one, "shared", rate, 2) == [True, True]
+        assert await take(two, "shared", rate, 2) == [True, False]
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_unreachable_redis_fails_open_onto_local_buckets(caplog):
+    limiter = ratelimit.RedisLimiter("redis://127.0.0.1:1/0", timeout=0.2)
+    try:
+        rate = Rate(per_second=1, burst=2)
+        assert await take(limiter, "k", rate, 3) == [True, True, False]
+        assert "Redis unreachable" in caplog.text
+    finally:
+        await limiter.close()
+
+
+def test_gcra_arithmetic():
+    rate = Rate(per_second=4, burst=2)  # 250 ms apart, two at once
+    decision, tat = ratelimit.gcra(None, 1_000_000, rate)
+    assert decision.allowed
+    assert tat == 1_250_000
+    decision, tat = ratelimit.gcra(tat, 1_000_000, rate)
+    assert decision.allowed
+    assert tat == 1_500_000
+    decision, same = ratelimit.gcra(tat, 1_000_000, rate)
+    assert not decision.allowed
+    assert same == tat
+    assert decision.retry_after == 0.25
+    with pytest.raises(ValueError, match="positive"):
+        Rate(per_second=0, burst=1)
