@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from perdura import clock
 
-from tenants import api_keys, selectors
+from tenants import api_keys, quotas, selectors
 from tenants.datakeys import datakey_create
 from tenants.models import ApiKey, Membership, Namespace, Organization
 from tenants.roles import KeyRole, OrgRole
@@ -36,6 +36,39 @@ class NamespaceAlreadyExists(NamespaceError):
 
 class OrganizationAlreadyExists(TenantError):
     pass
+
+
+class QuotaExceeded(TenantError):
+    """An organisation is at one of its caps (tenants/quotas.py)."""
+
+
+def _lock_organization(organization: Organization) -> None:
+    # Concurrent creations count under the organisation's row lock, so a cap cannot be overshot
+    # (SQLite serialises writers anyway).
+    Organization.objects.select_for_update().filter(pk=organization.pk).first()
+
+
+def _check_namespace_cap(organization: Organization) -> None:
+    cap = quotas.max_namespaces()
+    count = Namespace.objects.filter(organization=organization).exclude(state=Namespace.State.DELETED).count()
+    if count >= cap:
+        raise QuotaExceeded(
+            f"organisation {organization.slug!r} has {count} namespaces, its limit "
+            f"(PERDURA_ORG_MAX_NAMESPACES={cap}); delete one or ask the operator to raise the limit"
+        )
+
+
+def _check_key_cap(organization: Organization) -> None:
+    cap = quotas.max_api_keys()
+    live = ApiKey.objects.filter(
+        organization=organization, revoked_at__isnull=True, expires_at__gt=clock.now()
+    )
+    count = live.count()
+    if count >= cap:
+        raise QuotaExceeded(
+            f"organisation {organization.slug!r} has {count} live API keys, its limit "
+            f"(PERDURA_ORG_MAX_API_KEYS={cap}); revoke one or ask the operator to raise the limit"
+        )
 
 
 # --- organisations and members ------------------------------------------------------------------
@@ -134,11 +167,15 @@ def namespace_register(
     Raises:
         NamespaceError: the name or retention is invalid.
         NamespaceAlreadyExists: the name is taken.
+        QuotaExceeded: the organisation has as many namespaces as it may.
     """
     _check_name(name, organization)
     _check_retention(retention_days)
     try:
         with transaction.atomic():
+            if organization is not None:
+                _lock_organization(organization)
+                _check_namespace_cap(organization)
             namespace = Namespace.objects.create(
                 name=name,
                 organization=organization,
@@ -192,6 +229,32 @@ def namespace_update(
     return namespace
 
 
+def namespace_set_rate_limits(*, namespace: Namespace, changes: dict[str, float | None]) -> Namespace:
+    """Override a namespace's rate limits (bucket → requests per second; None: back to the default).
+
+    The operator's call (`perdura namespace update --actions-rps ...`): tenants cannot raise their own
+    limits. Every `perdura api` process applies the change within a few seconds.
+
+    Raises:
+        quotas.QuotaError: an unknown bucket or a rate that is not positive.
+    """
+    checked = quotas.validate_overrides(changes)
+    with transaction.atomic():
+        current = (
+            Namespace.objects.select_for_update().values_list("rate_limits", flat=True).get(pk=namespace.pk)
+        )
+        limits = dict(current or {})
+        for bucket, value in checked.items():
+            if value is None:
+                limits.pop(bucket.value, None)
+            else:
+                limits[bucket.value] = value
+        Namespace.objects.filter(pk=namespace.pk).update(rate_limits=limits)
+    namespace.rate_limits = limits
+    selectors.namespace_forget(namespace.name)
+    return namespace
+
+
 def namespace_deprecate(*, namespace: Namespace) -> Namespace:
     """Mark a namespace deprecated (Temporal's DeprecateNamespace); its runs and keys stay."""
     Namespace.objects.filter(pk=namespace.pk).update(state=Namespace.State.DEPRECATED)
@@ -218,6 +281,8 @@ def apikey_create(
     Raises:
         TenantError: no name, unknown role, no namespace, a namespace of another organisation, or an
             expiry that is not within two years.
+        QuotaExceeded: the organisation has as many live keys as it may (a rotation is not counted:
+            it retires the key it replaces).
     """
     if not name.strip():
         raise TenantError("an API key needs a name")
@@ -235,6 +300,9 @@ def apikey_create(
     new = api_keys.generate()
     now = clock.now()
     with transaction.atomic():
+        if rotated_from is None:
+            _lock_organization(organization)
+            _check_key_cap(organization)
         key = ApiKey.objects.create(
             organization=organization,
             name=name.strip(),

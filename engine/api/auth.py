@@ -7,6 +7,11 @@ against the method's rule before the handler runs. The handler finds the caller 
 Unauthenticated calls are allowed only by the loopback allowance (`PERDURA_AUTH=loopback`, the
 default of `perdura dev`): a call without credentials from 127.0.0.0/8 or ::1 acts as the operator.
 Credentials that are presented are always checked, allowance or not.
+
+Failed attempts (unknown, malformed, expired or revoked keys) are counted per client address in a
+shared bucket (PERDURA_AUTH_FAILURES at once, then one every 6 seconds); an address whose bucket is
+empty is refused with RESOURCE_EXHAUSTED before its key is even looked at, until the bucket refills.
+Loopback callers are not counted where the loopback allowance already trusts them.
 """
 
 from __future__ import annotations
@@ -14,14 +19,17 @@ from __future__ import annotations
 import contextvars
 import ipaddress
 import logging
+import time
 from typing import Any
 
 import grpc
-from temporalio.api.errordetails.v1 import PermissionDeniedFailure
+from perdura.ratelimit import Limiter, Rate
+from temporalio.api.enums.v1 import ResourceExhaustedCause, ResourceExhaustedScope
+from temporalio.api.errordetails.v1 import PermissionDeniedFailure, ResourceExhaustedFailure
 
 from engine.api import dbthreads, methods
 from engine.api.errors import abort
-from engine.errors import EngineError, InvalidArgument, PermissionDenied, Unauthenticated
+from engine.errors import EngineError, InvalidArgument, PermissionDenied, ResourceExhausted, Unauthenticated
 from tenants import roles
 from tenants.auth import ANONYMOUS, AuthError, Principal, authenticate
 
@@ -29,6 +37,7 @@ log = logging.getLogger("perdura.auth")
 REQUIRED = "required"
 LOOPBACK = "loopback"
 MODES = (REQUIRED, LOOPBACK)
+FAILURE_REFILL_SECONDS = 6.0
 
 _current: contextvars.ContextVar[Principal] = contextvars.ContextVar("perdura_principal", default=ANONYMOUS)
 
@@ -56,6 +65,14 @@ def is_loopback(peer: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return address.is_loopback
+
+
+def source_of(peer: str) -> str:
+    """The client address of a grpc peer string, without its port (`ipv4:10.0.0.7:5000` → `10.0.0.7`)."""
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        return rest.rpartition(":")[0].strip("[]")
+    return peer
 
 
 def decide(method: str, rule: methods.Rule | None, principal: Principal, request: Any) -> EngineError | None:
@@ -126,10 +143,20 @@ def _authorization(details: grpc.HandlerCallDetails) -> str | None:
 class AuthInterceptor(grpc.aio.ServerInterceptor):
     """Authenticates and authorises every call of a guarded service before its handler runs."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(
+        self, mode: str, *, failures: Limiter | None = None, failure_burst: int | None = None
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"PERDURA_AUTH must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
+        self.failures = failures
+        if failure_burst is None:
+            from django.conf import settings
+
+            failure_burst = settings.PERDURA_AUTH_FAILURES
+        self.failure_rate = Rate(per_second=1 / FAILURE_REFILL_SECONDS, burst=failure_burst)
+        self._blocked: dict[str, float] = {}
+        """Addresses whose failure bucket is empty, until when (monotonic): refused without a lookup."""
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
@@ -172,9 +199,47 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                     "(SDK: Client.connect(..., api_key=...); CLI: --api-key)"
                 ),
             )
+        peer = context.peer()
+        counted = self.failures is not None and not (self.mode == LOOPBACK and is_loopback(peer))
+        source = source_of(peer)
+        if counted:
+            await self._refuse_if_blocked(context, source)
         try:
             return await dbthreads.run(authenticate, header)
         except AuthError as e:
-            log.info("refused %s: %s", method, e)
+            log.info("refused %s from %s: %s", method, source, e)
+            if counted:
+                await self._count_failure(source)
             await abort(context, Unauthenticated(str(e)))
         raise AssertionError("unreachable")
+
+    async def _refuse_if_blocked(self, context: grpc.aio.ServicerContext, source: str) -> None:
+        until = self._blocked.get(source)
+        if until is None:
+            return
+        wait = until - time.monotonic()
+        if wait <= 0:
+            del self._blocked[source]
+            return
+        await abort(
+            context,
+            ResourceExhausted(
+                f"too many failed API-key attempts from {source}; retry in {wait:.0f}s",
+                ResourceExhaustedFailure(
+                    cause=ResourceExhaustedCause.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT,
+                    scope=ResourceExhaustedScope.RESOURCE_EXHAUSTED_SCOPE_SYSTEM,
+                ),
+            ),
+        )
+
+    async def _count_failure(self, source: str) -> None:
+        assert self.failures is not None
+        decision = await self.failures.acquire(f"authfail:{source}", self.failure_rate)
+        if not decision.allowed:
+            if len(self._blocked) > 10_000:
+                now = time.monotonic()
+                self._blocked = {s: t for s, t in self._blocked.items() if t > now}
+            self._blocked[source] = time.monotonic() + decision.retry_after
+            log.warning(
+                "API-key failures from %s: refusing that address for %.0fs", source, decision.retry_after
+            )

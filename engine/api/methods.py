@@ -7,6 +7,10 @@ descriptors has no row, so a new SDK release cannot add an unguarded method sile
 Scopes say where the namespace comes from; access levels (tenants.roles.Access) say which key role
 suffices: reader keys READ, operator keys WRITE, admin keys ADMIN. Workers poll and respond to tasks,
 which hands out work and writes history, so a worker needs an operator key.
+
+Buckets (tenants.quotas.Bucket) say which of the namespace's rate limits a call draws a token from
+(engine/api/ratelimits.py): ACT for starts, signals and updates, POLL for worker polls, VIS for
+list/count queries; every other row draws none. The unit test fails on a row without a bucket.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from tenants.quotas import Bucket
 from tenants.roles import Access
 
 WORKFLOW_SERVICE = "temporal.api.workflowservice.v1.WorkflowService"
@@ -35,31 +40,35 @@ class Scope(enum.Enum):
 class Rule:
     scope: Scope
     access: Access
+    bucket: Bucket
 
 
-R = Rule(Scope.NAMESPACE, Access.READ)
-W = Rule(Scope.NAMESPACE, Access.WRITE)
-A = Rule(Scope.NAMESPACE, Access.ADMIN)
-CLUSTER = Rule(Scope.CLUSTER, Access.READ)
-SYSTEM = Rule(Scope.SYSTEM, Access.ADMIN)
+R = Rule(Scope.NAMESPACE, Access.READ, Bucket.NONE)
+W = Rule(Scope.NAMESPACE, Access.WRITE, Bucket.NONE)
+A = Rule(Scope.NAMESPACE, Access.ADMIN, Bucket.NONE)
+ACT = Rule(Scope.NAMESPACE, Access.WRITE, Bucket.ACTIONS)
+POLL = Rule(Scope.NAMESPACE, Access.WRITE, Bucket.POLLS)
+VIS = Rule(Scope.NAMESPACE, Access.READ, Bucket.VISIBILITY)
+CLUSTER = Rule(Scope.CLUSTER, Access.READ, Bucket.NONE)
+SYSTEM = Rule(Scope.SYSTEM, Access.ADMIN, Bucket.NONE)
 
 WORKFLOW_METHODS: dict[str, Rule] = {
     # namespaces
-    "RegisterNamespace": Rule(Scope.REGISTER, Access.ADMIN),
+    "RegisterNamespace": Rule(Scope.REGISTER, Access.ADMIN, Bucket.NONE),
     "DescribeNamespace": R,
     "ListNamespaces": CLUSTER,
     "UpdateNamespace": A,
     "DeprecateNamespace": A,
     # starting and controlling runs
-    "StartWorkflowExecution": W,
-    "ExecuteMultiOperation": W,
-    "SignalWorkflowExecution": W,
-    "SignalWithStartWorkflowExecution": W,
+    "StartWorkflowExecution": ACT,
+    "ExecuteMultiOperation": ACT,
+    "SignalWorkflowExecution": ACT,
+    "SignalWithStartWorkflowExecution": ACT,
     "RequestCancelWorkflowExecution": W,
     "TerminateWorkflowExecution": W,
     "ResetWorkflowExecution": W,
     "DeleteWorkflowExecution": W,
-    "UpdateWorkflowExecution": W,
+    "UpdateWorkflowExecution": ACT,
     "UpdateWorkflowExecutionOptions": W,
     "PauseWorkflowExecution": W,
     "UnpauseWorkflowExecution": W,
@@ -70,19 +79,19 @@ WORKFLOW_METHODS: dict[str, Rule] = {
     "QueryWorkflow": R,
     "PollWorkflowExecutionUpdate": R,
     # visibility
-    "ListOpenWorkflowExecutions": R,
-    "ListClosedWorkflowExecutions": R,
-    "ListWorkflowExecutions": R,
-    "ListArchivedWorkflowExecutions": R,
-    "ScanWorkflowExecutions": R,
-    "CountWorkflowExecutions": R,
+    "ListOpenWorkflowExecutions": VIS,
+    "ListClosedWorkflowExecutions": VIS,
+    "ListWorkflowExecutions": VIS,
+    "ListArchivedWorkflowExecutions": VIS,
+    "ScanWorkflowExecutions": VIS,
+    "CountWorkflowExecutions": VIS,
     # It lists the attributes registered in every namespace: a key uses OperatorService.ListSearchAttributes.
     "GetSearchAttributes": SYSTEM,
     # workers: polls hand out tasks, responses write history
-    "PollWorkflowTaskQueue": W,
+    "PollWorkflowTaskQueue": POLL,
     "RespondWorkflowTaskCompleted": W,
     "RespondWorkflowTaskFailed": W,
-    "PollActivityTaskQueue": W,
+    "PollActivityTaskQueue": POLL,
     "RecordActivityTaskHeartbeat": W,
     "RecordActivityTaskHeartbeatById": W,
     "RespondActivityTaskCompleted": W,
@@ -100,7 +109,7 @@ WORKFLOW_METHODS: dict[str, Rule] = {
     "ListWorkers": R,
     "CountWorkers": R,
     "DescribeWorker": R,
-    "PollNexusTaskQueue": W,
+    "PollNexusTaskQueue": POLL,
     "RespondNexusTaskCompleted": W,
     "RespondNexusTaskFailed": W,
     # task queues
@@ -117,8 +126,8 @@ WORKFLOW_METHODS: dict[str, Rule] = {
     "PatchSchedule": W,
     "ListScheduleMatchingTimes": R,
     "DeleteSchedule": W,
-    "ListSchedules": R,
-    "CountSchedules": R,
+    "ListSchedules": VIS,
+    "CountSchedules": VIS,
     # worker versioning and deployments
     "UpdateWorkerBuildIdCompatibility": W,
     "GetWorkerBuildIdCompatibility": R,
@@ -163,19 +172,19 @@ WORKFLOW_METHODS: dict[str, Rule] = {
     "UnpauseActivityExecution": W,
     "ResetActivityExecution": W,
     # standalone activities and Nexus operations
-    "StartActivityExecution": W,
+    "StartActivityExecution": ACT,
     "DescribeActivityExecution": R,
     "PollActivityExecution": R,
-    "ListActivityExecutions": R,
-    "CountActivityExecutions": R,
+    "ListActivityExecutions": VIS,
+    "CountActivityExecutions": VIS,
     "RequestCancelActivityExecution": W,
     "TerminateActivityExecution": W,
     "DeleteActivityExecution": W,
-    "StartNexusOperationExecution": W,
+    "StartNexusOperationExecution": ACT,
     "DescribeNexusOperationExecution": R,
     "PollNexusOperationExecution": R,
-    "ListNexusOperationExecutions": R,
-    "CountNexusOperationExecutions": R,
+    "ListNexusOperationExecutions": VIS,
+    "CountNexusOperationExecutions": VIS,
     "RequestCancelNexusOperationExecution": W,
     "TerminateNexusOperationExecution": W,
     "DeleteNexusOperationExecution": W,

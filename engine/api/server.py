@@ -12,6 +12,7 @@ from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 from engine.api import dbthreads
 from engine.api.auth import AuthInterceptor
 from engine.api.operator import OperatorService
+from engine.api.ratelimits import NamespaceLimits, RateLimitInterceptor
 from engine.api.servicer import WorkflowService
 
 log = logging.getLogger("perdura.api")
@@ -39,13 +40,24 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
     """A grpc.aio server bound to `address` (host:port), not yet started.
 
     Every WorkflowService and OperatorService call passes the API-key check (engine/api/auth.py) in
-    the mode of the PERDURA_AUTH setting; the health service stays open to load balancers.
+    the mode of the PERDURA_AUTH setting, then its namespace's rate limit (engine/api/ratelimits.py,
+    buckets where PERDURA_RATE_LIMITS says); the health service stays open to load balancers.
     """
     from django.conf import settings
+    from perdura import ratelimit
 
     dbthreads.configure(db_threads)
+    # Installations sharing one Redis (test sessions, say) keep their buckets apart by database name.
+    limiter = ratelimit.build(
+        settings.PERDURA_RATE_LIMITS,
+        redis_url=settings.PERDURA_REDIS_URL,
+        prefix=f"perdura:rl:{settings.DATABASES['default']['NAME']}:",
+    )
     server = grpc.aio.server(
-        interceptors=[AuthInterceptor(settings.PERDURA_AUTH)],
+        interceptors=[
+            AuthInterceptor(settings.PERDURA_AUTH, failures=limiter),
+            RateLimitInterceptor(NamespaceLimits(limiter)),
+        ],
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -59,5 +71,10 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
     bound = server.add_insecure_port(address)
     if bound == 0:
         raise SystemExit(f"cannot listen on {address}: is another server using that port?")
-    log.info("gRPC API listening on %s (auth: %s)", address, settings.PERDURA_AUTH)
+    log.info(
+        "gRPC API listening on %s (auth: %s, rate limits: %s)",
+        address,
+        settings.PERDURA_AUTH,
+        settings.PERDURA_RATE_LIMITS,
+    )
     return server

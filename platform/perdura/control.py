@@ -92,6 +92,43 @@ def _namespace_create(args: argparse.Namespace) -> None:
     print(f"namespace {namespace.name} created ({namespace.id}), retention {namespace.retention_days}d")
 
 
+def _rps(text: str) -> float | None:
+    if text == "default":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a number of requests per second or 'default', not {text!r}"
+        ) from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"a rate must be positive, not {text!r}")
+    return value
+
+
+def _namespace_update(args: argparse.Namespace) -> None:
+    _django()
+    from tenants import quotas
+    from tenants.models import Namespace
+    from tenants.services import namespace_set_rate_limits
+
+    namespace = Namespace.objects.filter(name=args.name).first()
+    if namespace is None:
+        _fail(f"no namespace {args.name!r}")
+    given = vars(args)  # only the flags given are set (argparse.SUPPRESS)
+    changes = {b.value: given[f"{b.value}_rps"] for b in quotas.LIMITED if f"{b.value}_rps" in given}
+    if changes:
+        try:
+            namespace = namespace_set_rate_limits(namespace=namespace, changes=changes)
+        except quotas.QuotaError as e:
+            _fail(str(e))
+    rates = quotas.namespace_rates(namespace.rate_limits)
+    shown = ", ".join(
+        f"{b.value} {rates.rps[b]:g}/s{'' if b in rates.overridden else ' (default)'}" for b in quotas.LIMITED
+    )
+    print(f"namespace {namespace.name}: rate limits {shown}")
+
+
 def _apikey_create(args: argparse.Namespace) -> None:
     _django()
     from tenants.models import Namespace
@@ -205,6 +242,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     ns_create.add_argument("--retention-days", dest="retention", type=int, help=argparse.SUPPRESS)
     ns_create.add_argument("--description", default="")
     ns_create.set_defaults(func=_namespace_create)
+    ns_update = ns_sub.add_parser(
+        "update", help="set a namespace's rate limits (requests per second; 'default' restores the default)"
+    )
+    ns_update.add_argument("name", help="the full name (NAME.ORG)")
+    for bucket, what in [
+        ("actions", "starts, signals and updates"),
+        ("polls", "worker poll requests"),
+        ("visibility", "list and count queries"),
+    ]:
+        ns_update.add_argument(
+            f"--{bucket}-rps", type=_rps, default=argparse.SUPPRESS, metavar="N|default", help=what
+        )
+    ns_update.set_defaults(func=_namespace_update)
 
     key = sub.add_parser("apikey", help="manage API keys")
     key_sub = key.add_subparsers(dest="key_command", required=True)

@@ -202,10 +202,10 @@ class Unlimited(Limiter):
 BACKENDS = ("redis", "memory", "off")
 
 
-def build(backend: str, *, redis_url: str = "") -> Limiter:
+def build(backend: str, *, redis_url: str = "", prefix: str = "perdura:rl:") -> Limiter:
     """The limiter named by PERDURA_RATE_LIMITS: `redis` (shared), `memory` (this process) or `off`."""
     if backend == "redis":
-        return RedisLimiter(redis_url)
+        return RedisLimiter(redis_url, prefix=prefix)
     if backend == "memory":
         return MemoryLimiter()
     if backend == "off":

@@ -12,6 +12,7 @@ from engine.api import methods
 from engine.api.auth import decide
 from engine.errors import InvalidArgument, PermissionDenied
 from tenants.auth import ANONYMOUS, Principal
+from tenants.quotas import Bucket
 from tenants.roles import Access
 
 SERVICES = [
@@ -37,10 +38,56 @@ def test_namespace_scoped_rules_have_a_namespace_field_to_read(service, table):
             assert has_field, method.name
 
 
+@pytest.mark.parametrize(("service", "table"), SERVICES, ids=["WorkflowService", "OperatorService"])
+def test_every_method_draws_from_a_rate_limit_bucket_or_declares_none(service, table):
+    unclassified = [m.name for m in service.methods if not isinstance(table[m.name].bucket, Bucket)]
+    assert not unclassified, (
+        f"give these {service.name} methods a bucket in engine/api/methods.py: {unclassified}"
+    )
+
+
+def test_the_buckets_of_the_issue():
+    """Starts and signals are actions, worker polls are polls, list/count are visibility; a limited
+    bucket is only ever drawn from by a call that names its namespace."""
+    table = methods.WORKFLOW_METHODS
+    for name in [
+        "StartWorkflowExecution",
+        "SignalWorkflowExecution",
+        "SignalWithStartWorkflowExecution",
+        "ExecuteMultiOperation",
+        "UpdateWorkflowExecution",
+    ]:
+        assert table[name].bucket is Bucket.ACTIONS, name
+    for name in ["PollWorkflowTaskQueue", "PollActivityTaskQueue", "PollNexusTaskQueue"]:
+        assert table[name].bucket is Bucket.POLLS, name
+    for name in [
+        "ListWorkflowExecutions",
+        "CountWorkflowExecutions",
+        "ScanWorkflowExecutions",
+        "ListOpenWorkflowExecutions",
+        "ListClosedWorkflowExecutions",
+        "ListSchedules",
+    ]:
+        assert table[name].bucket is Bucket.VISIBILITY, name
+    # Progress of work already admitted is never throttled: completions, heartbeats, history reads.
+    for name in [
+        "RespondWorkflowTaskCompleted",
+        "RespondActivityTaskCompleted",
+        "RecordActivityTaskHeartbeat",
+        "GetWorkflowExecutionHistory",
+        "DescribeNamespace",
+    ]:
+        assert table[name].bucket is Bucket.NONE, name
+    for table in (methods.WORKFLOW_METHODS, methods.OPERATOR_METHODS):
+        for name, rule in table.items():
+            if rule.bucket is not Bucket.NONE:
+                assert rule.scope is methods.Scope.NAMESPACE, name
+
+
 def test_rules_are_found_by_full_method_path():
     path = f"/{methods.WORKFLOW_SERVICE}/SignalWorkflowExecution"
     assert methods.guarded(path)
-    assert methods.rule_for(path) == methods.Rule(methods.Scope.NAMESPACE, Access.WRITE)
+    assert methods.rule_for(path) == methods.Rule(methods.Scope.NAMESPACE, Access.WRITE, Bucket.ACTIONS)
     assert methods.rule_for(f"/{methods.OPERATOR_SERVICE}/AddSearchAttributes").access is Access.ADMIN
     assert not methods.guarded("/grpc.health.v1.Health/Check")
     assert methods.rule_for(f"/{methods.WORKFLOW_SERVICE}/NoSuchMethod") is None
