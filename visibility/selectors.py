@@ -6,6 +6,7 @@ import uuid
 
 from visibility import registry
 from visibility.backends import sql
+from visibility.backends.base import backend
 from visibility.query import ast
 from visibility.query.parser import QueryError, parse
 from visibility.query.resolve import resolve
@@ -51,7 +52,23 @@ def execution_list(
     resolved = filter_parse(namespace_id=namespace_id, query=query)
     size = page_size if 0 < page_size <= MAX_PAGE_SIZE else MAX_PAGE_SIZE
     try:
-        return sql.list_records(namespace_id, resolved, page_size=size, page_token=page_token)
+        return backend().list_page(namespace_id, resolved, page_size=size, page_token=page_token)
+    except ValueError as e:
+        raise QueryError(f"invalid page token: {e}") from None
+
+
+def execution_scan(
+    *, namespace_id: uuid.UUID, query: str, page_size: int, page_token: bytes
+) -> tuple[list[sql.Record], bytes]:
+    """A page of a scan: every matching run once over all pages, in no promised order.
+
+    Raises:
+        QueryError: a bad filter or page token.
+    """
+    resolved = filter_parse(namespace_id=namespace_id, query=query)
+    size = page_size if 0 < page_size <= MAX_PAGE_SIZE else MAX_PAGE_SIZE
+    try:
+        return backend().scan_page(namespace_id, resolved, page_size=size, page_token=page_token)
     except ValueError as e:
         raise QueryError(f"invalid page token: {e}") from None
 
@@ -63,4 +80,4 @@ def execution_count(*, namespace_id: uuid.UUID, query: str) -> tuple[int, list[t
         QueryError: a bad filter.
     """
     resolved = filter_parse(namespace_id=namespace_id, query=query, count=True)
-    return sql.count_records(namespace_id, resolved)
+    return backend().count(namespace_id, resolved)

@@ -18,12 +18,13 @@ from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
 from engine.api import dbthreads
-from engine.errors import InvalidArgument
+from engine.errors import InvalidArgument, Unavailable
 from engine.persistence import visibility as visibility_store
 from engine.services import workflow_tasks
 from engine.tokens import TaskToken
 from tenants.models import Namespace
 from visibility import registry, selectors
+from visibility.backends.base import BackendUnavailable
 from visibility.backends.sql import Record
 from visibility.models import CustomSearchAttribute
 from visibility.query.parser import QueryError
@@ -52,6 +53,8 @@ async def _guarded(fn: Callable[..., T], **kwargs: object) -> T:
         return await dbthreads.run(fn, **kwargs)
     except (QueryError, SearchAttributeError) as e:
         raise InvalidArgument(str(e)) from None
+    except BackendUnavailable as e:
+        raise Unavailable(str(e)) from None
 
 
 def _ts_micros(value: int | None):  # type: ignore[no-untyped-def]
@@ -96,8 +99,9 @@ def execution_info(record: Record, custom: dict[str, SaType]) -> WorkflowExecuti
     return info
 
 
-def _list_page(namespace: Namespace, query: str, page_size: int, page_token: bytes):  # type: ignore[no-untyped-def]
-    records, token = selectors.execution_list(
+def _list_page(namespace: Namespace, query: str, page_size: int, page_token: bytes, scan: bool = False):  # type: ignore[no-untyped-def]
+    select = selectors.execution_scan if scan else selectors.execution_list
+    records, token = select(
         namespace_id=namespace.id, query=query, page_size=page_size, page_token=page_token
     )
     custom = registry.custom_types(namespace.id)
@@ -124,6 +128,7 @@ async def scan_executions(request: rr.ScanWorkflowExecutionsRequest) -> rr.ScanW
         query=request.query,
         page_size=request.page_size or DEFAULT_PAGE_SIZE,
         page_token=request.next_page_token,
+        scan=True,
     )
     return rr.ScanWorkflowExecutionsResponse(executions=executions, next_page_token=token)
 

@@ -50,6 +50,8 @@ class TransferKind(enum.IntEnum):
     CANCEL_EXTERNAL = 4
     PARENT_CLOSE_POLICY = 5
     SCHEDULE_RUN_CLOSED = 6
+    VISIBILITY = 7
+    """Index the run's visibility record in OpenSearch (only when that backend is configured)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,7 +94,7 @@ def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
         next_event_id=s.next_event_id,
         state=encode_state(namespace_id, s),
     )
-    visibility.record_write_txn(execution, s)
+    visibility.record_write_txn(execution, s, m)
     _persist_derived(execution, m)
     return execution
 
@@ -122,7 +122,7 @@ def persist(execution: Execution, m: Mutation) -> None:
         raise Unavailable("the workflow execution changed concurrently; retry the request")
     execution.db_version += 1
     if visibility.changed(execution, m):
-        visibility.record_write_txn(execution, s)
+        visibility.record_write_txn(execution, s, m)
     if m.closed:
         _delete_pending(execution)
     _persist_derived(execution, m)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from temporalio.api.common.v1 import SearchAttributes
 from temporalio.api.enums.v1 import EventType
 
-from engine.history.mutation import Mutation
+from engine.history.mutation import Mutation, NewTransfer, TransferKind
 from engine.history.state import MutableState
 from engine.models import Execution
 from engine.persistence import encryption
@@ -29,6 +30,11 @@ _VISIBLE_EVENTS = frozenset(
 )
 
 
+def indexed_async() -> bool:
+    """Whether records also go to OpenSearch through transfer rows (PERDURA_VISIBILITY=opensearch)."""
+    return getattr(settings, "PERDURA_VISIBILITY", "sql") == "opensearch"
+
+
 def memo_aad(namespace_id: uuid.UUID, run_id: str) -> bytes:
     return f"perdura/visibility-memo/{namespace_id}/{run_id}".encode()
 
@@ -40,8 +46,16 @@ def changed(execution: Execution, m: Mutation) -> bool:
     return any(e.event_type in _VISIBLE_EVENTS for e in m.events)
 
 
-def record_write_txn(execution: Execution, state: MutableState) -> None:
-    """Write the run's visibility record, inside the caller's transaction."""
+def record_write_txn(execution: Execution, state: MutableState, m: Mutation | None = None) -> None:
+    """Write the run's visibility record, inside the caller's transaction.
+
+    With the OpenSearch backend the mutation also gets a VISIBILITY transfer row: the shard worker
+    indexes the record (as it is then) and deletes the row once OpenSearch has it (engine/shards/
+    visibility_index.py). The record stays the source of truth, and what `perdura visibility reindex`
+    rebuilds the index from.
+    """
+    if m is not None and indexed_async():
+        m.transfers.append(NewTransfer(TransferKind.VISIBILITY, max(state.next_event_id - 1, 0)))
     namespace_id = execution.namespace_id
     search_attributes = b""
     custom: dict[str, object] = {}

@@ -36,7 +36,7 @@ from engine.persistence import encryption, store
 from engine.schedules.rules import scheduled_by
 from engine.services import schedules, workflows
 from engine.services.update import run_update
-from engine.shards import leases
+from engine.shards import leases, visibility_index
 from tenants.models import Namespace
 
 log = logging.getLogger(__name__)
@@ -264,7 +264,9 @@ def process(shard: int, range_id: int) -> int:
     """Process the shard's transfer rows in order; returns how many were handled."""
     handled = 0
     while True:
-        rows = list(Transfer.objects.filter(shard=shard).order_by("id")[:BATCH])
+        rows = list(
+            Transfer.objects.filter(shard=shard).exclude(kind=TransferKind.VISIBILITY).order_by("id")[:BATCH]
+        )
         for row in rows:
             execution = Execution.objects.filter(pk=row.execution_id).first()
             if execution is None:
@@ -281,7 +283,8 @@ def process(shard: int, range_id: int) -> int:
                 continue
             handled += 1
         if len(rows) < BATCH:
-            return handled
+            # Visibility rows go to OpenSearch in bulk, apart: an outage leaves them without holding up the rest.
+            return handled + visibility_index.process(shard, range_id)
 
 
 def shards_with_transfers() -> list[int]:

@@ -123,6 +123,10 @@ def main(argv: list[str] | None = None) -> None:
 
     control.add_parsers(sub)
 
+    from perdura import visibility_cli
+
+    visibility_cli.add_parsers(sub)
+
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -77,6 +77,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
 PERDURA_TIMER_WAKEUPS = os.environ.get("PERDURA_TIMER_WAKEUPS", "" if env.dev_mode() else "celery")
 # Who polls which task queue (DescribeTaskQueue): process memory in dev, Redis shared by every api replica.
 PERDURA_POLLERS = os.environ.get("PERDURA_POLLERS", "memory" if env.dev_mode() else "redis")
+# Visibility (list/count/scan): `sql` (the default) or `opensearch`, fed by the shard workers (README).
+PERDURA_VISIBILITY = os.environ.get("PERDURA_VISIBILITY", "sql")
+PERDURA_OPENSEARCH_URL = os.environ.get("PERDURA_OPENSEARCH_URL", "")
+PERDURA_OPENSEARCH_INDEX = os.environ.get("PERDURA_OPENSEARCH_INDEX", "perdura-visibility")
+PERDURA_OPENSEARCH_CA_CERTS = os.environ.get("PERDURA_OPENSEARCH_CA_CERTS", "")
+PERDURA_OPENSEARCH_SHARDS = int(os.environ.get("PERDURA_OPENSEARCH_SHARDS", "1"))
+PERDURA_OPENSEARCH_REPLICAS = int(os.environ.get("PERDURA_OPENSEARCH_REPLICAS", "1"))
 # API keys on the gRPC API: `required` (the default of `perdura api`), or `loopback`, which lets calls
 # without credentials from 127.0.0.1/::1 through as the operator (the default of `perdura dev`).
 PERDURA_AUTH = env.auth_mode()

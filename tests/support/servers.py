@@ -117,11 +117,17 @@ def _base_env(tmp: Path) -> dict[str, str]:
 
 @contextlib.contextmanager
 def dev_server(
-    tmp: Path, *, db_file: Path | None = None, port: int | None = None, extra: tuple[str, ...] = ()
+    tmp: Path,
+    *,
+    db_file: Path | None = None,
+    port: int | None = None,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Iterator[Running]:
-    """`perdura dev` on a SQLite file of its own (`extra`: more arguments, e.g. `--require-auth`)."""
+    """`perdura dev` on a SQLite file of its own (`extra`: more arguments, e.g. `--require-auth`;
+    `env`: more environment, e.g. PERDURA_VISIBILITY)."""
     port = port or free_port()
-    env = _base_env(tmp)
+    env = {**_base_env(tmp), **(env or {})}
     db = db_file or tmp / "perdura.sqlite3"
     running = Running(address=f"127.0.0.1:{port}", env=env, db_file=db)
     proc = running.spawn("dev", ["dev", "--port", str(port), "--ui-port", "0", "--db-file", str(db), *extra])

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from django.db import connection as default_connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from visibility.backends.base import VisibilityBackend
 from visibility.query import ast
 from visibility.query.memory import text_tokens
 from visibility.search_attributes import SaType
@@ -401,3 +402,22 @@ def count_records(
             return sum(n for _, n in groups), groups
         cursor.execute(f"SELECT COUNT(*) FROM {TABLE} v WHERE {compiled.where}", compiled.params)
         return int(cursor.fetchone()[0]), []
+
+
+class SqlBackend(VisibilityBackend):
+    """The SQL backend behind the common contract (scan is a listing in the default order)."""
+
+    name = "sql"
+
+    def __init__(self, connection: BaseDatabaseWrapper | None = None) -> None:
+        self.connection = connection
+
+    def list_page(
+        self, namespace_id: uuid.UUID, query: ast.Query, *, page_size: int, page_token: bytes
+    ) -> tuple[list[Record], bytes]:
+        return list_records(
+            namespace_id, query, page_size=page_size, page_token=page_token, connection=self.connection
+        )
+
+    def count(self, namespace_id: uuid.UUID, query: ast.Query) -> tuple[int, list[tuple[int, int]]]:
+        return count_records(namespace_id, query, self.connection)

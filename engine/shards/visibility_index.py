@@ -1,0 +1,258 @@
+"""Indexing runs in OpenSearch: VISIBILITY transfer rows in bulk, with backoff, and the full rebuild.
+
+A VISIBILITY row is created in the transaction that rewrites a run's visibility record (rule 3). The
+shard's processor reads the record as it is now together with the run's `db_version`, sends it with
+that version as OpenSearch's external version, and deletes the row, under the shard's fence, only
+once OpenSearch has acknowledged it (or holds a newer version). Rows of one run coalesce: the current
+record covers every change before it. While OpenSearch is down the rows stay, and the processor
+retries with exponential backoff; nothing is lost, and the index catches up when it is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from perdura import clock
+
+from engine.history.mutation import TransferKind
+from engine.models import Execution, Transfer
+from engine.persistence import visibility as visibility_store
+from engine.shards import leases
+from visibility import registry
+from visibility.backends import sql
+from visibility.backends.base import backend
+from visibility.search_attributes import PREDEFINED, SaType
+
+log = logging.getLogger(__name__)
+BATCH = 500
+MIN_BACKOFF = 0.5
+MAX_BACKOFF = 30.0
+
+
+class _Backoff:
+    """When the next attempt may go out after failures (per process: one OpenSearch for all shards)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.delay = 0.0
+        self.not_before = 0.0
+
+    def ready(self) -> bool:
+        with self._lock:
+            return time.monotonic() >= self.not_before
+
+    def failed(self) -> float:
+        with self._lock:
+            self.delay = min(max(self.delay * 2, MIN_BACKOFF), MAX_BACKOFF)
+            self.not_before = time.monotonic() + self.delay
+            return self.delay
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self.delay = 0.0
+            self.not_before = 0.0
+
+
+backoff = _Backoff()
+
+
+def _types(namespace_id: uuid.UUID, cache: dict[uuid.UUID, dict[str, SaType]]) -> dict[str, SaType]:
+    if namespace_id not in cache:
+        cache[namespace_id] = {**PREDEFINED, **registry.custom_types(namespace_id)}
+    return cache[namespace_id]
+
+
+def _read(where: str, params: list[object], limit: int | None = None) -> list[tuple[sql.Record, int]]:
+    """Records with their run's db_version, read in one statement (so the two agree)."""
+    columns = ", ".join(f"v.{c}" for c in sql.SELECT_COLUMNS)
+    query = (
+        f"SELECT {columns}, e.db_version FROM {sql.TABLE} v JOIN engine_execution e ON e.id = v.execution_id "
+        f"WHERE {where} ORDER BY v.execution_id"
+    )
+    if limit is not None:
+        query += f" LIMIT {int(limit)}"
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)
+        rows = cursor.fetchall()
+    return [(sql._record(r[:-1]), int(r[-1])) for r in rows]
+
+
+def _items(
+    records: list[tuple[sql.Record, int]], cache: dict[uuid.UUID, dict[str, SaType]]
+) -> list[tuple[str, int, dict[str, Any]]]:
+    from visibility.backends.opensearch import document
+
+    return [
+        (str(r.execution_id), version, document(r, _types(r.namespace_id, cache))) for r, version in records
+    ]
+
+
+def _drop(shard: int, range_id: int, ids: list[int]) -> None:
+    if not ids:
+        return
+    with transaction.atomic():
+        leases.check(shard, range_id)
+        Transfer.objects.filter(pk__in=ids).delete()
+
+
+def process(shard: int, range_id: int) -> int:
+    """Send the shard's pending visibility rows to OpenSearch; returns how many rows were done.
+
+    Raises:
+        leases.LeaseLost: another worker took the shard (the rows stay for it).
+    """
+    pending = Transfer.objects.filter(shard=shard, kind=TransferKind.VISIBILITY)
+    if not visibility_store.indexed_async():
+        # The deployment went back to SQL: the rows have nothing to do (reindex when switching back).
+        ids = list(pending.values_list("id", flat=True)[:BATCH])
+        _drop(shard, range_id, ids)
+        return len(ids)
+    if not backoff.ready():
+        return 0
+    index = backend()
+    handled = 0
+    cache: dict[uuid.UUID, dict[str, SaType]] = {}
+    while True:
+        rows = list(pending.order_by("id").values_list("id", "execution_id")[:BATCH])
+        if not rows:
+            return handled
+        by_run: dict[int, list[int]] = {}
+        for row_id, execution_id in rows:
+            by_run.setdefault(execution_id, []).append(row_id)
+        runs = sorted(by_run)
+        # Read after taking the rows: each record is at least as new as every row it answers for.
+        records = _read(f"v.execution_id IN ({', '.join(['%s'] * len(runs))})", list(runs))
+        done = [
+            row
+            for execution_id in set(runs) - {r.execution_id for r, _ in records}
+            for row in by_run[execution_id]
+        ]
+        retry = False
+        try:
+            index.ensure_index()  # type: ignore[attr-defined]
+            acks = index.bulk_index(_items(records, cache))  # type: ignore[attr-defined]
+        except Exception as e:  # noqa: BLE001 - any failure of the request: the rows stay, retried later
+            delay = backoff.failed()
+            log.warning(
+                "OpenSearch indexing failed (%s); %d runs wait, retrying in %.1fs", e, len(runs), delay
+            )
+            _drop(shard, range_id, done)
+            return handled + len(done)
+        for (record, _), ack in zip(records, acks, strict=True):
+            if ack.done:
+                done += by_run[record.execution_id]
+            elif ack.retry:
+                retry = True
+            else:
+                # A document OpenSearch will never take (say, a mapping conflict): retrying cannot help.
+                log.error("OpenSearch refused run %s's document: %s", record.run_id, ack.error)
+                done += by_run[record.execution_id]
+        _drop(shard, range_id, done)
+        handled += len(done)
+        if retry:
+            delay = backoff.failed()
+            log.warning("OpenSearch deferred some documents; retrying in %.1fs", delay)
+            return handled
+        backoff.succeeded()
+        if len(rows) < BATCH:
+            return handled
+
+
+def forget_on_commit(execution_id: int) -> None:
+    """Inside the transaction deleting a run: remove its document once that commits (best effort; a
+    `reindex --fresh` drops any document this misses). The delete leaves a tombstone one version above
+    the run's last, so a late write of the run cannot bring the document back."""
+    if not visibility_store.indexed_async():
+        return
+    db_version = Execution.objects.filter(pk=execution_id).values_list("db_version", flat=True).first() or 0
+
+    def delete() -> None:
+        try:
+            backend().delete(str(execution_id), db_version + 1)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001
+            log.warning("could not remove deleted run %s from OpenSearch", execution_id, exc_info=True)
+
+    transaction.on_commit(delete)
+
+
+# --- rebuilding the index ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reindexed:
+    total: int
+    """Runs read from the database."""
+    written: int
+    """Documents OpenSearch took or already had at this version or newer."""
+    refused: int
+    index: str
+
+
+def _pages(batch: int) -> Iterator[list[tuple[sql.Record, int]]]:
+    last = -1
+    while True:
+        page = _read("v.execution_id > %s", [last], limit=batch)
+        if not page:
+            return
+        yield page
+        last = page[-1][0].execution_id
+
+
+def reindex(
+    *, fresh: bool = False, batch: int = BATCH, progress: Callable[[int, int], None] | None = None
+) -> Reindexed:
+    """Write every run's current record to OpenSearch.
+
+    Args:
+        fresh: build a new index from the template, point the alias at it, drop the old one, then make
+            a second pass for the runs that changed meanwhile (their workers wrote to the old index).
+            Without it the records go to the live index; external versions make that safe to run at
+            any time, next to the workers.
+        batch: runs per bulk request.
+        progress: called with (runs done, runs in all) after each batch.
+
+    Raises:
+        opensearchpy.exceptions.TransportError, ConnectionError: OpenSearch failed (run it again:
+            every step is idempotent).
+    """
+    from visibility.backends.opensearch import OpenSearchBackend
+
+    index = backend()
+    if not isinstance(index, OpenSearchBackend):
+        raise RuntimeError("reindex needs PERDURA_VISIBILITY=opensearch and PERDURA_OPENSEARCH_URL")
+    total = sql_count()
+    cache: dict[uuid.UUID, dict[str, SaType]] = {}
+    passes = 2 if fresh else 1
+    target = index.create_index(clock.now().strftime("r%Y%m%d%H%M%S")) if fresh else None
+    if not fresh:
+        index.ensure_index()
+    done = written = refused = 0
+    for n in range(passes):
+        for page in _pages(batch):
+            acks = index.bulk_index(_items(page, cache), index=target, refresh=False)
+            written += sum(a.done for a in acks)
+            refused += sum(not a.done for a in acks)
+            done += len(page)
+            if progress is not None:
+                progress(done, total * passes)
+        if fresh and n == 0:
+            assert target is not None
+            old = index.switch_alias(target)
+            for name in old:
+                index.client.indices.delete(index=name)
+            target = None
+    index.refresh()
+    return Reindexed(total=total, written=written, refused=refused, index=index.index)
+
+
+def sql_count() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {sql.TABLE}")
+        return int(cursor.fetchone()[0])
