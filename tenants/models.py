@@ -6,6 +6,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from guardian.models import UserObjectPermissionBase
 
 
 class Organization(models.Model):
@@ -62,6 +63,14 @@ class Namespace(models.Model):
     # The operator's per-namespace rate overrides, bucket → requests per second (tenants/quotas.py).
     rate_limits = models.JSONField(default=dict, blank=True)
 
+    class Meta:
+        # Per-namespace roles of people (django-guardian object permissions, tenants/roles.py):
+        # reader = view_namespace (Django's default), operator and admin add these.
+        permissions = [
+            ("operate_namespace", "Start, signal, cancel, terminate, reset and update runs"),
+            ("administer_namespace", "Change settings, search attributes, keys and access"),
+        ]
+
     def __str__(self) -> str:
         return self.name
 
@@ -107,3 +116,30 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix})"
+
+
+class NamespaceUserPermission(UserObjectPermissionBase):
+    """A person's object permission on one namespace (django-guardian), with a direct foreign key
+    rather than guardian's generic one, as guardian's performance guide advises."""
+
+    content_object = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="user_permissions")
+
+    class Meta(UserObjectPermissionBase.Meta):
+        pass
+
+
+class Invitation(models.Model):
+    """An invitation to join an organisation, sent by email; only the token's SHA-256 is kept."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    email = models.CharField(max_length=255)
+    role = models.CharField(max_length=16)
+    token_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)

@@ -54,3 +54,38 @@ def allows(role: str, needed: Access) -> bool:
 def least_role_for(needed: Access) -> KeyRole:
     """The weakest key role that allows `needed` (for error messages)."""
     return next(role for role, access in _KEY_ACCESS.items() if access >= needed)
+
+
+# --- people: organisation roles and per-namespace roles (django-guardian object permissions) ----------
+
+ORG_ADMINS = frozenset({OrgRole.OWNER, OrgRole.ADMIN})
+"""Organisation roles that administer the organisation: members, namespaces, every key; they hold
+the admin role on every namespace of the organisation."""
+
+_ROLE_ORDER = [KeyRole.READER, KeyRole.OPERATOR, KeyRole.ADMIN]
+NAMESPACE_PERMISSIONS = {
+    KeyRole.READER: "view_namespace",
+    KeyRole.OPERATOR: "operate_namespace",
+    KeyRole.ADMIN: "administer_namespace",
+}
+"""The guardian permission (on tenants.Namespace) of each per-namespace role of a person. Grants are
+cumulative: an operator holds view and operate, an admin all three."""
+
+
+def permissions_for(role: str) -> list[str]:
+    """The guardian codenames a person with namespace role `role` holds (cumulative)."""
+    level = _ROLE_ORDER.index(KeyRole(role))
+    return [NAMESPACE_PERMISSIONS[r] for r in _ROLE_ORDER[: level + 1]]
+
+
+def role_from_permissions(codenames: set[str] | frozenset[str]) -> KeyRole | None:
+    """The highest namespace role whose permission is among `codenames`, or None."""
+    for role in reversed(_ROLE_ORDER):
+        if NAMESPACE_PERMISSIONS[role] in codenames:
+            return role
+    return None
+
+
+def role_covers(held: str | None, wanted: str) -> bool:
+    """True when a holder of namespace role `held` may hand out `wanted` (a key never exceeds its creator)."""
+    return held is not None and key_access(held) >= key_access(wanted)

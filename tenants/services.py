@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
@@ -260,6 +261,23 @@ def namespace_deprecate(*, namespace: Namespace) -> Namespace:
     Namespace.objects.filter(pk=namespace.pk).update(state=Namespace.State.DEPRECATED)
     namespace.state = Namespace.State.DEPRECATED
     selectors.namespace_forget(namespace.name)
+    return namespace
+
+
+def namespace_delete(*, namespace: Namespace) -> Namespace:
+    """Delete a namespace as Temporal's DeleteNamespace does: mark it deleted and rename it
+    `<name>-deleted-<5 hex>` (keeping its organisation suffix), so the name can be registered again;
+    API keys lose it at once. Its runs are kept (not purged yet).
+    """
+    old = namespace.name
+    base, dot, slug = old.rpartition(".")
+    tag = f"-deleted-{secrets.token_hex(3)[:5]}"
+    new = f"{base}{tag}.{slug}" if dot else f"{old}{tag}"
+    with transaction.atomic():
+        Namespace.objects.filter(pk=namespace.pk).update(state=Namespace.State.DELETED, name=new)
+        namespace.api_keys.clear()
+    namespace.name, namespace.state = new, Namespace.State.DELETED
+    selectors.namespace_forget(old)
     return namespace
 
 

@@ -53,6 +53,16 @@ def _cmd_api(args: argparse.Namespace) -> None:
     asyncio.run(main())
 
 
+def _cmd_web(args: argparse.Namespace) -> None:
+    if not os.environ.get("PERDURA_SECRET_KEY"):
+        # Sessions, CSRF tokens and password reset links are signed with it: every worker and replica
+        # must share one, or a login made on one is unknown to the next.
+        raise SystemExit("perdura web needs PERDURA_SECRET_KEY (e.g. `perdura masterkey` output)")
+    argv = [sys.executable, "-m", "gunicorn", "perdura.wsgi:application"]
+    argv += ["--bind", f"{args.ip}:{args.port}", "--workers", str(args.workers), *args.extra]
+    os.execv(sys.executable, argv)
+
+
 def _cmd_worker(args: argparse.Namespace) -> None:
     from perdura.celery import app
 
@@ -105,6 +115,15 @@ def main(argv: list[str] | None = None) -> None:
     api.add_argument("--port", type=int, default=7233)
     api.add_argument("--db-threads", type=int, default=16)
     api.set_defaults(func=_cmd_api)
+
+    web = sub.add_parser(
+        "web", help="serve the web app: REST API, accounts (gunicorn; stateless, run several)"
+    )
+    web.add_argument("--ip", default="0.0.0.0")
+    web.add_argument("--port", type=int, default=8233)
+    web.add_argument("--workers", type=int, default=2)
+    web.add_argument("extra", nargs="*", help="more gunicorn options, after --")
+    web.set_defaults(func=_cmd_web)
 
     worker = sub.add_parser("worker", help="run a Celery shard worker (timers, sweeps)")
     worker.add_argument("--loglevel", default="INFO")

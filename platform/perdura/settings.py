@@ -20,6 +20,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "guardian",
     "tenants.apps.TenantsConfig",
     "engine.apps.EngineConfig",
     "visibility.apps.VisibilityConfig",
@@ -28,7 +33,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
 ]
 
 TEMPLATES = [
@@ -36,7 +44,7 @@ TEMPLATES = [
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         "DIRS": [],
         "APP_DIRS": True,
-        "OPTIONS": {"context_processors": []},
+        "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
     }
 ]
 
@@ -99,6 +107,69 @@ PERDURA_AUTH_FAILURES = int(env.number("PERDURA_AUTH_FAILURES", 20, integer=True
 # Per-organisation caps (Temporal Cloud starts accounts at 10 namespaces).
 PERDURA_ORG_MAX_NAMESPACES = int(env.number("PERDURA_ORG_MAX_NAMESPACES", 10, integer=True))
 PERDURA_ORG_MAX_API_KEYS = int(env.number("PERDURA_ORG_MAX_API_KEYS", 100, integer=True))
+
+# The web app (`perdura web`, and the UI port of `perdura dev`): accounts, the REST API (tenants/rest/).
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",  # per-namespace roles (tenants/roles.py)
+]
+ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row; anonymous callers get nothing
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.flag("PERDURA_SECURE_COOKIES")
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("PERDURA_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+STATIC_URL = "static/"
+PERDURA_WEB_URL = os.environ.get("PERDURA_WEB_URL", "http://127.0.0.1:8233").rstrip("/")
+EMAIL_BACKEND = os.environ.get(
+    "PERDURA_EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if env.dev_mode()
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = os.environ.get("PERDURA_EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("PERDURA_EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("PERDURA_EMAIL_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("PERDURA_EMAIL_PASSWORD", "")
+EMAIL_USE_TLS = env.flag("PERDURA_EMAIL_TLS")
+DEFAULT_FROM_EMAIL = os.environ.get("PERDURA_EMAIL_FROM", "Perdura <noreply@localhost>")
+# Login throttling and failed-key counting need one count across web replicas: Redis outside dev.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}
+        if os.environ.get("PERDURA_WEB_THROTTLE", "memory" if env.dev_mode() else "redis") == "memory"
+        else {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": PERDURA_REDIS_URL}
+    ),
+}
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tenants.rest.authentication.ApiKeyAuthentication",
+        "tenants.rest.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["tenants.rest.permissions.Declared"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "tenants.rest.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_RATES": {
+        "login": os.environ.get("PERDURA_LOGIN_RATE", "10/min"),
+        "login_account": os.environ.get("PERDURA_LOGIN_ACCOUNT_RATE", "5/min"),
+        "signup": os.environ.get("PERDURA_SIGNUP_RATE", "20/hour"),
+        "password_reset": os.environ.get("PERDURA_PASSWORD_RESET_RATE", "10/hour"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Perdura control-plane API",
+    "DESCRIPTION": "Organisations, members, namespaces and API keys. Session (with CSRF) or `Authorization: Bearer <API key>`.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+}
 
 LOGGING = {
     "version": 1,

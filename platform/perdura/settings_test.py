@@ -36,3 +36,8 @@ DATABASES = {
     }
 }
 os.environ.setdefault("PERDURA_MASTER_KEY", base64.b64encode(os.urandom(32)).decode())
+# The web app's throttle counts stay in the test process (tests clear them).
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"},
+}
