@@ -169,6 +169,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    "ENUM_NAME_OVERRIDES": {
+        "NamespaceRoleEnum": "tenants.rest.serializers.ROLE_CHOICES",
+        "OrganizationRoleEnum": "tenants.rest.serializers.ORG_ROLE_CHOICES",
+    },
 }
 
 LOGGING = {

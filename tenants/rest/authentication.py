@@ -73,3 +73,6 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
 class SessionAuthentication(authentication.SessionAuthentication):
     """Django's session (from /api/v1/auth/login/), with CSRF enforced on every unsafe method."""
+
+
+from tenants.rest import schema  # noqa: E402, F401  (registers the schema extensions above)
