@@ -53,6 +53,10 @@ class NamespaceLimits:
     def __init__(self, limiter: Limiter) -> None:
         self.limiter = limiter
         self._rates: dict[str, tuple[float, quotas.NamespaceRates]] = {}
+        self._empty_until: dict[str, float] = {}
+        """Buckets known to be empty, until when (monotonic). A bucket's next token time only moves
+        forward, so refusing locally until then gives the answer the limiter would, without asking it:
+        a flood costs one shared-bucket check per token, not one per call."""
 
     async def rates(self, namespace: str) -> quotas.NamespaceRates:
         now = time.monotonic()
@@ -69,9 +73,19 @@ class NamespaceLimits:
     async def check(self, namespace: str, bucket: quotas.Bucket) -> ResourceExhausted | None:
         """The error to answer when `namespace`'s `bucket` is empty (a token is taken otherwise)."""
         rates = await self.rates(namespace)
-        decision = await self.limiter.acquire(f"ns:{namespace}:{bucket.value}", rates.rate(bucket))
+        key = f"ns:{namespace}:{bucket.value}"
+        until = self._empty_until.get(key)
+        if until is not None:
+            wait = until - time.monotonic()
+            if wait > 0:
+                return exhausted(namespace, bucket, rates.rps[bucket], Decision(False, wait))
+            del self._empty_until[key]
+        decision = await self.limiter.acquire(key, rates.rate(bucket))
         if decision.allowed:
             return None
+        if len(self._empty_until) > 10_000:
+            self._empty_until.clear()
+        self._empty_until[key] = time.monotonic() + decision.retry_after
         return exhausted(namespace, bucket, rates.rps[bucket], decision)
 
 

@@ -1,0 +1,267 @@
+"""Rate-limit isolation: does a tenant flooding its namespace slow down another namespace?
+
+Starts a Perdura of its own (`perdura dev` on SQLite with buckets in memory, or the production
+processes on Postgres + Redis with buckets in Redis), creates namespace A with a small action limit
+(`perdura namespace update A --actions-rps N`) and namespace B with the defaults, then measures B's
+StartWorkflowExecution latency (official SDK, paced at a fixed rate) twice in one run:
+
+1. alone (baseline);
+2. while separate processes flood A with starts and signals (raw gRPC, no retries) far above A's
+   limit.
+
+It reports B's p50/p99 start latency in both phases, their ratio, and what the flood offered, got
+through and was refused. `--control` adds a phase between them where A sends exactly its limit: what
+B pays for a neighbour's admitted work, so the cost of the excess alone can be read off. Unlike bench/throughput.py this is Perdura-specific (it configures limits
+with the operator CLI), so it imports the test support that starts servers.
+
+Usage::
+
+    python bench/rate_limit_isolation.py [--mode dev|production] [--limit 50] [--flood-rps 500]
+        [--flood-procs 2] [--rate 20] [--seconds 10] [--control] [--json out.json]
+
+`--flood-rps 0` floods as fast as the flood processes can send (each keeps 16 calls in flight).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support import servers  # noqa: E402
+
+FLOOD_CONCURRENCY = 16
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (as bench/throughput.py)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+# --------------------------------------------------------------------------- the flood (own processes)
+
+
+async def _flood(address: str, namespace: str, rps: float, stop_at: float) -> dict[str, int]:
+    import grpc
+    from temporalio.api.common.v1 import WorkflowType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
+    from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
+
+    counts = {"sent": 0, "ok": 0, "refused": 0, "other": 0}
+    queue = TaskQueue(name=f"flood-{uuid.uuid4()}")
+    target = f"flood-target-{uuid.uuid4()}"
+    interval = FLOOD_CONCURRENCY / rps if rps > 0 else 0.0
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = wss.WorkflowServiceStub(channel)
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await stub.StartWorkflowExecution(
+                rr.StartWorkflowExecutionRequest(
+                    namespace=namespace,
+                    workflow_id=target,
+                    workflow_type=WorkflowType(name="Flood"),
+                    task_queue=queue,
+                    request_id=str(uuid.uuid4()),
+                )
+            )
+
+        async def one_loop(index: int) -> None:
+            next_at = time.monotonic() + interval * index / FLOOD_CONCURRENCY
+            i = 0
+            while time.monotonic() < stop_at:
+                if interval:
+                    await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+                    next_at += interval
+                i += 1
+                counts["sent"] += 1
+                try:
+                    if i % 2:
+                        await stub.StartWorkflowExecution(
+                            rr.StartWorkflowExecutionRequest(
+                                namespace=namespace,
+                                workflow_id=f"flood-{uuid.uuid4()}",
+                                workflow_type=WorkflowType(name="Flood"),
+                                task_queue=queue,
+                                request_id=str(uuid.uuid4()),
+                            )
+                        )
+                    else:
+                        await stub.SignalWorkflowExecution(
+                            rr.SignalWorkflowExecutionRequest(
+                                namespace=namespace,
+                                workflow_execution={"workflow_id": target},
+                                signal_name="flood",
+                                request_id=str(uuid.uuid4()),
+                            )
+                        )
+                    counts["ok"] += 1
+                except grpc.aio.AioRpcError as e:
+                    key = "refused" if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED else "other"
+                    counts[key] += 1
+
+        await asyncio.gather(*(one_loop(i) for i in range(FLOOD_CONCURRENCY)))
+    return counts
+
+
+def flood_process(
+    address: str, namespace: str, rps: float, seconds: float, out: multiprocessing.Queue
+) -> None:
+    out.put(asyncio.run(_flood(address, namespace, rps, time.monotonic() + seconds)))
+
+
+# --------------------------------------------------------------------------- the measurement
+
+
+async def measure_starts(
+    address: str, namespace: str, rate: float, seconds: float
+) -> tuple[list[float], int]:
+    """B's start latencies (ms) at `rate` starts a second for `seconds`, and the number of errors."""
+    from temporalio.client import Client
+
+    client = await Client.connect(address, namespace=namespace)
+    queue = f"measured-{uuid.uuid4()}"
+    for _ in range(5):  # warm-up
+        await client.start_workflow("Measured", id=f"warm-{uuid.uuid4()}", task_queue=queue)
+    latencies: list[float] = []
+    errors = 0
+
+    async def one() -> None:
+        nonlocal errors
+        began = time.perf_counter()
+        try:
+            await client.start_workflow("Measured", id=f"m-{uuid.uuid4()}", task_queue=queue)
+        except Exception:
+            errors += 1
+            return
+        latencies.append((time.perf_counter() - began) * 1000)
+
+    tasks = []
+    start = time.monotonic()
+    for i in range(int(rate * seconds)):
+        await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+        tasks.append(asyncio.create_task(one()))
+    await asyncio.gather(*tasks)
+    return latencies, errors
+
+
+def summary(latencies: list[float]) -> dict[str, float]:
+    return {
+        "n": len(latencies),
+        "p50": round(percentile(latencies, 0.5), 2),
+        "p99": round(percentile(latencies, 0.99), 2),
+        "mean": round(sum(latencies) / len(latencies), 2) if latencies else float("nan"),
+    }
+
+
+async def run(args: argparse.Namespace, running: servers.Running) -> dict:
+    flooded, measured = "flooded", "measured"
+    for name in (flooded, measured):
+        running.cli("namespace", "create", name)
+    running.cli("namespace", "update", flooded, "--actions-rps", f"{args.limit:g}")
+
+    baseline, baseline_errors = await measure_starts(running.address, measured, args.rate, args.seconds)
+    phases = {"baseline": (summary(baseline), baseline_errors, None)}
+    flood_rates = {"flooded": args.flood_rps}
+    if args.control:
+        # A neighbour using exactly its limit: what B pays for A's admitted work, excess or not.
+        flood_rates = {"a_at_limit": args.limit, **flood_rates}
+    for phase, flood_rps in flood_rates.items():
+        latencies, errors, totals = await measure_during_flood(args, running, flooded, measured, flood_rps)
+        phases[phase] = (summary(latencies), errors, totals)
+
+    base = phases["baseline"][0]
+    result: dict = {
+        "mode": args.mode,
+        "limit_actions_rps": args.limit,
+        "measured_rate": args.rate,
+        "seconds": args.seconds,
+    }
+    for phase, (stats, errors, totals) in phases.items():
+        result[phase] = {"start_ms": stats, "errors": errors}
+        if phase != "baseline":
+            result[phase]["p50_ratio"] = round(stats["p50"] / base["p50"], 3)
+            result[phase]["p99_ratio"] = round(stats["p99"] / base["p99"], 3)
+            result[phase]["flood"] = totals
+    return result
+
+
+async def measure_during_flood(
+    args: argparse.Namespace, running: servers.Running, flooded: str, measured: str, flood_rps: float
+) -> tuple[list[float], int, dict]:
+    ctx = multiprocessing.get_context("spawn")
+    out: multiprocessing.Queue = ctx.Queue()
+    flood_seconds = args.seconds + 3
+    per_proc = flood_rps / args.flood_procs if flood_rps else 0.0
+    procs = [
+        ctx.Process(target=flood_process, args=(running.address, flooded, per_proc, flood_seconds, out))
+        for _ in range(args.flood_procs)
+    ]
+    for proc in procs:
+        proc.start()
+    await asyncio.sleep(1.5)  # let the flood reach its pace before measuring
+    latencies, errors = await measure_starts(running.address, measured, args.rate, args.seconds)
+    totals: dict = {"sent": 0, "ok": 0, "refused": 0, "other": 0}
+    for _ in procs:
+        for key, value in (await asyncio.to_thread(out.get)).items():
+            totals[key] += value
+    for proc in procs:
+        proc.join()
+    totals.update(
+        offered_per_s=round(totals["sent"] / flood_seconds, 1),
+        admitted_per_s=round(totals["ok"] / flood_seconds, 1),
+        target_per_s=flood_rps or "max",
+        processes=args.flood_procs,
+    )
+    await asyncio.sleep(2)  # let A's bucket and the server settle before the next phase
+    return latencies, errors, totals
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=["dev", "production"], default="dev")
+    parser.add_argument("--limit", type=float, default=50.0, help="namespace A's actions per second")
+    parser.add_argument(
+        "--flood-rps", type=float, default=500.0, help="starts+signals a second sent to A (0: flat out)"
+    )
+    parser.add_argument("--flood-procs", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=20.0, help="B's starts a second while measured")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each measured phase")
+    parser.add_argument(
+        "--control", action="store_true", help="also measure B while A sends exactly its limit"
+    )
+    parser.add_argument("--json", help="write the result here too")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="perdura-rl-bench-") as tmp, contextlib.ExitStack() as stack:
+        if args.mode == "dev":
+            running = stack.enter_context(servers.dev_server(Path(tmp)))
+        else:
+            url = stack.enter_context(servers.postgres_database())
+            running = stack.enter_context(servers.production(Path(tmp), url))
+        result = asyncio.run(run(args, running))
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text + "\n")
+    failed = any(v["errors"] for v in result.values() if isinstance(v, dict) and "errors" in v)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
