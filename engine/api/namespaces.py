@@ -16,7 +16,7 @@ from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
 from engine.api import auth, dbthreads
 from engine.api.convert import dur
-from engine.errors import AlreadyExists, InvalidArgument, NotFound
+from engine.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from tenants import selectors, services
 from tenants.auth import Principal
 from tenants.models import ApiKey, Namespace, Organization
@@ -84,6 +84,9 @@ def _register(request: rr.RegisterNamespaceRequest, principal: Principal, retent
         raise AlreadyExists("Namespace already exists.", NamespaceAlreadyExistsFailure()) from None
     except services.NamespaceError as e:
         raise InvalidArgument(str(e)) from None
+    except services.QuotaExceeded as e:
+        # Not RESOURCE_EXHAUSTED: the SDKs would retry it, and waiting does not lift a cap.
+        raise FailedPrecondition(str(e)) from None
     if not principal.anonymous:
         # The key that registered a namespace may use it: otherwise it could not even describe it.
         ApiKey.objects.get(pk=principal.key_id).namespaces.add(namespace)
