@@ -150,8 +150,40 @@ async def _answers(client: Client, scope: str) -> dict[str, object]:
     return out
 
 
-async def test_same_answers_as_temporal(both_clients):
+@pytest.fixture(scope="module")
+def opensearch_perdura(tmp_path_factory):
+    """`perdura dev` with the OpenSearch visibility backend (osmem-server, or PERDURA_TEST_OPENSEARCH_URL)."""
+    from tests.support import opensearch as support
+    from tests.support import servers
+
+    with support.opensearch_url() as url:
+        index = support.index_name()
+        env = {
+            "PERDURA_VISIBILITY": "opensearch",
+            "PERDURA_OPENSEARCH_URL": url,
+            "PERDURA_OPENSEARCH_INDEX": index,
+            "PERDURA_OPENSEARCH_REPLICAS": "0",
+        }
+        with servers.dev_server(tmp_path_factory.mktemp("dev-opensearch-diff"), env=env) as running:
+            yield running
+        support.drop_index(url, index)
+
+
+@pytest.fixture(params=["sql", "opensearch"])
+async def clients(request, both_clients) -> dict[str, Client]:
+    """The real server and Perdura with one visibility backend or the other."""
+    if request.param == "sql":
+        return both_clients
+    server = request.getfixturevalue("opensearch_perdura")
+    return {
+        "temporal": both_clients["temporal"],
+        "perdura": await Client.connect(server.address, namespace="default"),
+    }
+
+
+async def test_same_answers_as_temporal(clients):
     """Every shared query lists and counts the same runs on both servers; bad ones are refused on both."""
+    both_clients = clients
     prefix = f"vis-diff-{uuid.uuid4().hex[:8]}"
     task_queue = f"tq-{prefix}"
     scope = f"TaskQueue = '{task_queue}'"
