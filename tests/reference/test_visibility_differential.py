@@ -194,3 +194,49 @@ async def test_same_answers_as_temporal(clients):
     )
     differences = {q: (temporal[q], perdura[q]) for q in temporal if temporal[q] != perdura[q]}
     assert not differences, differences
+    # The real `temporal` CLI gives the same answers from both servers too.
+    temporal, perdura = await asyncio.gather(
+        asyncio.to_thread(_cli_answers, both_clients["temporal"], scope),
+        asyncio.to_thread(_cli_answers, both_clients["perdura"], scope),
+    )
+    assert perdura == temporal
+
+
+CLI_QUERIES = [
+    "ExecutionStatus = 'Running'",
+    "PerduraCustomer IN ('c-0', 'c-2')",
+    "PerduraAmount BETWEEN 10 AND 40",
+    "NOT (ExecutionStatus = 'Running' AND PerduraAmount > 10)",
+]
+
+
+def _cli_answers(client: Client, scope: str) -> dict[str, object]:
+    """`temporal workflow list/count --query` and `temporal operator search-attribute list` answers."""
+    import json
+    import subprocess
+
+    from tests.support.reference import TEMPORAL
+
+    def cli(*args: str) -> object:
+        done = subprocess.run(
+            [str(TEMPORAL), *args, "--address", client.service_client.config.target_host, "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return json.loads(done.stdout)
+
+    out: dict[str, object] = {}
+    for query in CLI_QUERIES:
+        text = f"{scope} AND ({query})"
+        listed = cli("workflow", "list", "--query", text)
+        out[query] = (
+            sorted(w["execution"]["workflowId"] for w in listed),
+            cli("workflow", "count", "--query", text)["count"],
+        )
+    listed_attributes = cli("operator", "search-attribute", "list")
+    out["custom attributes"] = sorted(
+        (name, kind) for name, kind in listed_attributes["customAttributes"].items() if name in CUSTOM
+    )
+    return out

@@ -228,6 +228,20 @@ def _text(attr: ast.Attr, words: str) -> dict[str, Any]:
     return {"bool": {"filter": [{"term": {field: t}} for t in dict.fromkeys(tokens)]}}
 
 
+def _bound(field: str, op: str, value: object) -> dict[str, Any]:
+    """One side of a range. The empty string is the least keyword, and a range with it as a bound is
+    not reliably honoured (osmem treats it as no bound), so those comparisons are spelled out."""
+    if value == "":
+        if op == "<":
+            return _MATCH_NONE
+        if op == "<=":
+            return {"term": {field: ""}}
+        if op == ">=":
+            return _exists(field)
+        return _present_and_not(field, {"term": {field: ""}})
+    return {"range": {field: {_RANGE[op]: value}}}
+
+
 def _leaf(node: ast.Leaf) -> dict[str, Any]:
     attr = node.attr
     field = _field(attr)
@@ -241,14 +255,14 @@ def _leaf(node: ast.Leaf) -> dict[str, Any]:
             return {"term": {field: node.value}}
         if node.op == "!=":
             return _present_and_not(field, {"term": {field: node.value}})
-        return {"range": {field: {_RANGE[node.op]: node.value}}}
+        return _bound(field, node.op, node.value)
     if isinstance(node, ast.In):
         if not node.values:
             return _MATCH_NONE
         hit = {"terms": {field: list(node.values)}}
         return _present_and_not(field, hit) if node.negated else hit
     if isinstance(node, ast.Between):
-        hit = {"range": {field: {"gte": node.low, "lte": node.high}}}
+        hit = {"bool": {"filter": [_bound(field, ">=", node.low), _bound(field, "<=", node.high)]}}
         return _present_and_not(field, hit) if node.negated else hit
     assert isinstance(node, ast.StartsWith)
     hit = {"prefix": {field: node.prefix}} if node.prefix else _exists(field)

@@ -173,14 +173,23 @@ class _Compiler:
         if attr.column is not None:
             return f"v.{attr.column}"
         if self.pg:
-            text = f"(v.custom ->> {self.p(attr.name)})"
-            cast = {SaType.Int: "bigint", SaType.Datetime: "bigint", SaType.Double: "double precision"}
+            # Another namespace may hold a value of another type under the same name, and Postgres may
+            # test this before the namespace condition: cast only values of the right JSON type.
+            cast = {SaType.Int: "numeric", SaType.Datetime: "numeric", SaType.Double: "double precision"}
             if attr.type == SaType.Bool:
-                return f"({text})::boolean"
+                return self._guarded_cast(attr.name, "boolean", "boolean")
             if attr.type in cast:
-                return f"({text})::{cast[attr.type]}"
-            return text
+                return self._guarded_cast(attr.name, "number", cast[attr.type])
+            return f"(v.custom ->> {self.p(attr.name)})"
         return f"json_extract(v.custom, {self.p(self._path(attr.name))})"
+
+    def _guarded_cast(self, name: str, json_type: str, sql_type: str) -> str:
+        kind = self.p(name)
+        value = self.p(name)
+        return (
+            f"(CASE WHEN jsonb_typeof(v.custom -> {kind}) = '{json_type}' "
+            f"THEN (v.custom ->> {value})::{sql_type} END)"
+        )
 
     @staticmethod
     def _path(name: str) -> str:
