@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from guardian.shortcuts import assign_perm
 
-from tenants import roles
+from tenants import audit, roles
 from tenants.auth import Principal
 from tenants.models import ApiKey, Invitation, Membership, Namespace, NamespaceUserPermission, Organization
 from tenants.roles import KeyRole, OrgRole
@@ -145,6 +145,12 @@ def namespace_grant(*, namespace: Namespace, user: object, role: str | None) -> 
         if role is not None:
             for codename in roles.permissions_for(role):
                 assign_perm(f"tenants.{codename}", user, namespace)
+        audit.record_change(
+            action="namespace.grant",
+            target=f"member/{getattr(user, 'email', '')}",
+            namespace=namespace,
+            details={"role": str(role) if role is not None else None},
+        )
 
 
 # --- members, invitations, keys ------------------------------------------------------------------

@@ -22,7 +22,7 @@ from django.utils.encoding import force_bytes, force_str
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 from perdura import clock
 
-from tenants import roles, services
+from tenants import audit, roles, services
 from tenants.access import Actor
 from tenants.models import ApiKey, Invitation, Membership, Namespace, NamespaceUserPermission, Organization
 from tenants.roles import OrgRole
@@ -101,15 +101,22 @@ def invitation_create(*, actor: Actor, email: str, role: str) -> tuple[Invitatio
         raise TenantError(f"{email} is already a member of {actor.organization.slug}")
     token = secrets.token_urlsafe(32)
     now = clock.now()
-    invitation = Invitation.objects.create(
-        organization=actor.organization,
-        email=email,
-        role=role,
-        token_hash=_token_hash(token),
-        invited_by=actor.user,
-        created_at=now,
-        expires_at=now + INVITATION_LIFETIME,
-    )
+    with transaction.atomic():
+        invitation = Invitation.objects.create(
+            organization=actor.organization,
+            email=email,
+            role=role,
+            token_hash=_token_hash(token),
+            invited_by=actor.user,
+            created_at=now,
+            expires_at=now + INVITATION_LIFETIME,
+        )
+        audit.record_change(
+            action="invitation.create",
+            target=f"invitation/{email}",
+            organization=actor.organization,
+            details={"role": role.value},
+        )
     link = f"{settings.PERDURA_WEB_URL}/api/v1/invitations/accept/?token={token}"
     body = (
         f"You are invited to join {actor.organization.name} ({actor.organization.slug}) on Perdura as {role}.\n\n"
@@ -173,7 +180,13 @@ def invitation_revoke(*, actor: Actor, invitation: Invitation) -> Invitation:
     _check_may_set(actor, _org_role(invitation.role))
     if invitation.revoked_at is None and invitation.accepted_at is None:
         invitation.revoked_at = clock.now()
-        invitation.save(update_fields=["revoked_at"])
+        with transaction.atomic():
+            invitation.save(update_fields=["revoked_at"])
+            audit.record_change(
+                action="invitation.revoke",
+                target=f"invitation/{invitation.email}",
+                organization=actor.organization,
+            )
     return invitation
 
 
@@ -216,6 +229,12 @@ def member_set_role(*, actor: Actor, membership: Membership, role: str) -> Membe
     with transaction.atomic():
         if new != OrgRole.OWNER:
             _check_not_last_owner(membership)
+        audit.record_change(
+            action="member.role",
+            target=f"member/{membership.user.email}",
+            organization=actor.organization,
+            details={"from": membership.role, "to": new.value},
+        )
         membership.role = new.value
         membership.save(update_fields=["role"])
     return membership
@@ -240,6 +259,12 @@ def member_remove(*, actor: Actor, membership: Membership) -> None:
             created_by_id=membership.user_id,
             revoked_at__isnull=True,
         ).update(revoked_at=clock.now())
+        audit.record_change(
+            action="member.remove",
+            target=f"member/{membership.user.email}",
+            organization=actor.organization,
+            details={"role": membership.role},
+        )
         membership.delete()
 
 
@@ -346,5 +371,12 @@ def organization_update(*, actor: Actor, name: str) -> Organization:
     if not name or len(name) > 255:
         raise TenantError("the organisation name must have 1-255 characters")
     actor.organization.name = name
-    actor.organization.save(update_fields=["name"])
+    with transaction.atomic():
+        actor.organization.save(update_fields=["name"])
+        audit.record_change(
+            action="organization.update",
+            target=f"organization/{actor.organization.slug}",
+            organization=actor.organization,
+            details={"name": name},
+        )
     return actor.organization

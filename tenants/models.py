@@ -143,3 +143,55 @@ class Invitation(models.Model):
     expires_at = models.DateTimeField()
     accepted_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+
+class AuditEventQuerySet(models.QuerySet):
+    """Rows of the audit log can be added and read, never changed or removed (tenants/audit.py)."""
+
+    def update(self, **kwargs):  # type: ignore[no-untyped-def]
+        raise TypeError("the audit log is append-only: events are never updated")
+
+    def delete(self):  # type: ignore[no-untyped-def]
+        raise TypeError("the audit log is append-only: events are never deleted")
+
+
+class AuditEvent(models.Model):
+    """One entry of the append-only audit log: who did what to which object, from where, and how it ended.
+
+    Organisation and namespace are plain ids, not foreign keys: an entry outlives what it names, and
+    no cascade may ever delete or rewrite one. On Postgres a trigger refuses UPDATE and DELETE
+    (migration 0005). Entries never hold payloads or secrets (tenants/audit.py).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    time = models.DateTimeField()
+    organization_id = models.UUIDField(null=True, blank=True)
+    namespace_id = models.UUIDField(null=True, blank=True)
+    namespace = models.CharField(max_length=255, blank=True, default="")
+    """The namespace's name when the event happened."""
+    actor_kind = models.CharField(max_length=16)
+    actor_id = models.CharField(max_length=64, blank=True, default="")
+    actor_label = models.CharField(max_length=255, blank=True, default="")
+    action = models.CharField(max_length=64)
+    target = models.CharField(max_length=512, blank=True, default="")
+    source = models.CharField(max_length=128, blank=True, default="")
+    via = models.CharField(max_length=8)
+    outcome = models.CharField(max_length=16)
+    code = models.CharField(max_length=32, blank=True, default="")
+    details = models.JSONField(default=dict, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["organization_id", "time"], name="audit_org_time"),
+            models.Index(fields=["namespace_id", "time"], name="audit_namespace_time"),
+        ]
+
+    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not self._state.adding:
+            raise TypeError("the audit log is append-only: events are never updated")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise TypeError("the audit log is append-only: events are never deleted")

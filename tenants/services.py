@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from perdura import clock
 
-from tenants import api_keys, quotas, selectors
+from tenants import api_keys, audit, quotas, selectors
 from tenants.datakeys import datakey_create
 from tenants.models import ApiKey, Membership, Namespace, Organization
 from tenants.roles import KeyRole, OrgRole
@@ -90,6 +90,9 @@ def organization_create(*, slug: str, owner_email: str, name: str = "") -> Organ
     try:
         with transaction.atomic():
             organization = Organization.objects.create(slug=slug, name=name or slug, created_at=clock.now())
+            audit.record_change(
+                action="organization.create", target=f"organization/{slug}", organization=organization
+            )
             member_add(organization=organization, email=owner_email, role=OrgRole.OWNER)
     except IntegrityError:
         raise OrganizationAlreadyExists(f"organisation {slug!r} already exists") from None
@@ -109,11 +112,18 @@ def member_add(*, organization: Organization, email: str, role: OrgRole) -> Memb
     user = user_model.objects.filter(email=email).first()
     if user is None:
         user = user_model.objects.create_user(username=email, email=email)  # unusable password until set
-    membership, _ = Membership.objects.update_or_create(
-        organization=organization,
-        user=user,
-        defaults={"role": OrgRole(role).value, "created_at": clock.now()},
-    )
+    with transaction.atomic():
+        membership, _ = Membership.objects.update_or_create(
+            organization=organization,
+            user=user,
+            defaults={"role": OrgRole(role).value, "created_at": clock.now()},
+        )
+        audit.record_change(
+            action="member.add",
+            target=f"member/{email}",
+            organization=organization,
+            details={"role": membership.role},
+        )
     return membership
 
 
@@ -186,6 +196,12 @@ def namespace_register(
                 created_at=clock.now(),
             )
             datakey_create(namespace=namespace)
+            audit.record_change(
+                action="namespace.register",
+                target=f"namespace/{name}",
+                namespace=namespace,
+                details={"retention_days": retention_days},
+            )
     except IntegrityError:
         raise NamespaceAlreadyExists(f"Namespace already exists: {name}") from None
     return namespace
@@ -223,7 +239,14 @@ def namespace_update(
         _check_retention(retention_days)
         fields["retention_days"] = retention_days
     if fields:
-        Namespace.objects.filter(pk=namespace.pk).update(**fields)
+        with transaction.atomic():
+            Namespace.objects.filter(pk=namespace.pk).update(**fields)
+            audit.record_change(
+                action="namespace.update",
+                target=f"namespace/{namespace.name}",
+                namespace=namespace,
+                details=fields,
+            )
         for field, value in fields.items():
             setattr(namespace, field, value)
         selectors.namespace_forget(namespace.name)
@@ -251,6 +274,12 @@ def namespace_set_rate_limits(*, namespace: Namespace, changes: dict[str, float 
             else:
                 limits[bucket.value] = value
         Namespace.objects.filter(pk=namespace.pk).update(rate_limits=limits)
+        audit.record_change(
+            action="namespace.rate_limits",
+            target=f"namespace/{namespace.name}",
+            namespace=namespace,
+            details={"rate_limits": limits},
+        )
     namespace.rate_limits = limits
     selectors.namespace_forget(namespace.name)
     return namespace
@@ -258,7 +287,11 @@ def namespace_set_rate_limits(*, namespace: Namespace, changes: dict[str, float 
 
 def namespace_deprecate(*, namespace: Namespace) -> Namespace:
     """Mark a namespace deprecated (Temporal's DeprecateNamespace); its runs and keys stay."""
-    Namespace.objects.filter(pk=namespace.pk).update(state=Namespace.State.DEPRECATED)
+    with transaction.atomic():
+        Namespace.objects.filter(pk=namespace.pk).update(state=Namespace.State.DEPRECATED)
+        audit.record_change(
+            action="namespace.deprecate", target=f"namespace/{namespace.name}", namespace=namespace
+        )
     namespace.state = Namespace.State.DEPRECATED
     selectors.namespace_forget(namespace.name)
     return namespace
@@ -276,6 +309,12 @@ def namespace_delete(*, namespace: Namespace) -> Namespace:
     with transaction.atomic():
         Namespace.objects.filter(pk=namespace.pk).update(state=Namespace.State.DELETED, name=new)
         namespace.api_keys.clear()
+        audit.record_change(
+            action="namespace.delete",
+            target=f"namespace/{old}",
+            namespace=namespace,
+            details={"deleted_name": new},
+        )
     namespace.name, namespace.state = new, Namespace.State.DELETED
     selectors.namespace_forget(old)
     return namespace
@@ -333,6 +372,19 @@ def apikey_create(
             rotated_from=rotated_from,
         )
         key.namespaces.set(namespaces)
+        audit.record_change(
+            action="apikey.create",
+            target=f"apikey/{api_keys.display(key.prefix)}",
+            organization=organization,
+            namespace=namespaces[0] if len(namespaces) == 1 else None,
+            details={
+                "name": key.name,
+                "role": role,
+                "namespaces": sorted(n.name for n in namespaces),
+                "expires_at": key.expires_at.isoformat(),
+                **({"rotated_from": api_keys.display(rotated_from.prefix)} if rotated_from else {}),
+            },
+        )
     return key, new.plaintext
 
 
@@ -340,7 +392,14 @@ def apikey_revoke(*, key: ApiKey) -> ApiKey:
     """Revoke a key: the next call made with it is refused (no cache stands in between)."""
     if key.revoked_at is None:
         key.revoked_at = clock.now()
-        ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=key.revoked_at)
+        with transaction.atomic():
+            if ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=key.revoked_at):
+                audit.record_change(
+                    action="apikey.revoke",
+                    target=f"apikey/{api_keys.display(key.prefix)}",
+                    organization=key.organization,
+                    details={"name": key.name},
+                )
     return key
 
 
@@ -368,4 +427,10 @@ def apikey_rotate(*, key: ApiKey, grace: timedelta = timedelta(0)) -> tuple[ApiK
             ApiKey.objects.filter(pk=key.pk).update(expires_at=min(key.expires_at, now + grace))
         else:
             apikey_revoke(key=key)
+        audit.record_change(
+            action="apikey.rotate",
+            target=f"apikey/{api_keys.display(key.prefix)}",
+            organization=key.organization,
+            details={"successor": api_keys.display(successor.prefix), "grace_seconds": grace.total_seconds()},
+        )
     return successor, plaintext

@@ -12,10 +12,16 @@ Failed attempts (unknown, malformed, expired or revoked keys) are counted per cl
 shared bucket (PERDURA_AUTH_FAILURES at once, then one every 6 seconds); an address whose bucket is
 empty is refused with RESOURCE_EXHAUSTED before its key is even looked at, until the bucket refills.
 Loopback callers are not counted where the loopback allowance already trusts them.
+
+Audited methods (the `audit` column of the table) run with the caller bound as the audit context
+(tenants/audit.py), and the interceptor records them after the call, or when it refuses them, with
+the status code (engine/api/audit.py). Calls refused for want of a valid key are not recorded (there
+is no actor to name; they are logged and throttled), nor calls refused by the rate limiter.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import ipaddress
 import logging
@@ -27,10 +33,11 @@ from perdura.ratelimit import Limiter, Rate
 from temporalio.api.enums.v1 import ResourceExhaustedCause, ResourceExhaustedScope
 from temporalio.api.errordetails.v1 import PermissionDeniedFailure, ResourceExhaustedFailure
 
+from engine.api import audit as audit_calls
 from engine.api import dbthreads, methods
 from engine.api.errors import abort
 from engine.errors import EngineError, InvalidArgument, PermissionDenied, ResourceExhausted, Unauthenticated
-from tenants import roles
+from tenants import audit, roles
 from tenants.auth import ANONYMOUS, AuthError, Principal, authenticate
 
 log = logging.getLogger("perdura.auth")
@@ -133,6 +140,20 @@ def decide(method: str, rule: methods.Rule | None, principal: Principal, request
     return None
 
 
+_UNKNOWN, _CANCELLED = grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def _status(context: grpc.aio.ServicerContext, default: grpc.StatusCode) -> grpc.StatusCode:
+    """The status the call ends with: the code the handler set or aborted with, else `default`."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code
+    if isinstance(code, int):
+        return _CODES.get(code, default)
+    return default
+
+
 def _authorization(details: grpc.HandlerCallDetails) -> str | None:
     for key, value in details.invocation_metadata or ():
         if key == "authorization":
@@ -168,17 +189,43 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         header = _authorization(handler_call_details)
         behavior = handler.unary_unary
 
+        audited = rule is not None and rule.audit is not methods.Audit.NONE
+
         async def guarded(request, context):  # type: ignore[no-untyped-def]
             principal = await self._principal(header, context, method)
             denial = decide(method, rule, principal, request)
             if denial is not None:
                 log.info("denied %s to %s: %s", method, principal.label, denial.code)
+                if audited:
+                    who = audit_calls.context_for(principal, source_of(context.peer()))
+                    code = getattr(grpc.StatusCode, denial.code)
+                    await audit_calls.record_call(method, who, principal, request, code)
                 await abort(context, denial)
             token = _current.set(principal)
+            if not audited:
+                try:
+                    return await behavior(request, context)
+                finally:
+                    _current.reset(token)
+            who = audit_calls.context_for(principal, source_of(context.peer()))
+            bound = audit.bind(who)
+            code = grpc.StatusCode.UNKNOWN
             try:
-                return await behavior(request, context)
+                response = await behavior(request, context)
+                code = _status(context, grpc.StatusCode.OK)
+                return response
+            except BaseException as e:
+                code = _status(context, _CANCELLED if isinstance(e, asyncio.CancelledError) else _UNKNOWN)
+                raise
             finally:
+                audit.unbind(bound)
                 _current.reset(token)
+                # CHANGE methods were recorded by their service when they succeeded; a refusal by the
+                # rate limiter changed nothing and would turn a flood into as many inserts.
+                if (rule.audit is methods.Audit.CALL or code is not grpc.StatusCode.OK) and (
+                    code is not grpc.StatusCode.RESOURCE_EXHAUSTED
+                ):
+                    await audit_calls.record_call(method, who, principal, request, code)
 
         return grpc.unary_unary_rpc_method_handler(
             guarded,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -25,8 +26,10 @@ def _call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -
 
 
 async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run `fn` on a database thread and await its result."""
+    """Run `fn` on a database thread and await its result, in a copy of the caller's context (as
+    asyncio.to_thread does), so context variables such as the audit log's actor reach it."""
     if _pool is None:
         configure(16)
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_pool, functools.partial(_call, fn, args, kwargs))
+    context = contextvars.copy_context()
+    return await loop.run_in_executor(_pool, functools.partial(context.run, _call, fn, args, kwargs))

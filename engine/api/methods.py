@@ -11,6 +11,13 @@ which hands out work and writes history, so a worker needs an operator key.
 Buckets (tenants.quotas.Bucket) say which of the namespace's rate limits a call draws a token from
 (engine/api/ratelimits.py): ACT for starts, signals and updates, POLL for worker polls, VIS for
 list/count queries; every other row draws none. The unit test fails on a row without a bucket.
+
+Audit (the last column) says what the audit log (tenants/audit.py) keeps of a call: CALL rows (operator
+actions on runs and schedules: start, signal, cancel, terminate, reset, update, delete...) are recorded
+by the interceptor after the call with its status code; CHANGE rows (namespace settings) are recorded
+by the control-plane service in the change's own transaction, and by the interceptor only when refused
+or failed. Reads and worker calls (polls, completions, heartbeats) are not recorded: they are most of
+the traffic and change nothing an operator decides.
 """
 
 from __future__ import annotations
@@ -36,11 +43,21 @@ class Scope(enum.Enum):
     """The whole installation (remote clusters, Nexus endpoints): the operator only, never a key."""
 
 
+class Audit(enum.Enum):
+    NONE = "none"
+    """Not recorded: reads and worker calls."""
+    CALL = "call"
+    """Recorded by the interceptor after the call, with its outcome (operator actions on runs)."""
+    CHANGE = "change"
+    """Recorded by the control-plane service with the change; by the interceptor if refused or failed."""
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     scope: Scope
     access: Access
     bucket: Bucket
+    audit: Audit = Audit.NONE
 
 
 R = Rule(Scope.NAMESPACE, Access.READ, Bucket.NONE)
@@ -51,27 +68,32 @@ POLL = Rule(Scope.NAMESPACE, Access.WRITE, Bucket.POLLS)
 VIS = Rule(Scope.NAMESPACE, Access.READ, Bucket.VISIBILITY)
 CLUSTER = Rule(Scope.CLUSTER, Access.READ, Bucket.NONE)
 SYSTEM = Rule(Scope.SYSTEM, Access.ADMIN, Bucket.NONE)
+# Audited rows: operator actions (recorded by the interceptor) and namespace changes (by the service).
+W_AUD = Rule(Scope.NAMESPACE, Access.WRITE, Bucket.NONE, Audit.CALL)
+ACT_AUD = Rule(Scope.NAMESPACE, Access.WRITE, Bucket.ACTIONS, Audit.CALL)
+A_AUD = Rule(Scope.NAMESPACE, Access.ADMIN, Bucket.NONE, Audit.CALL)
+A_CHANGE = Rule(Scope.NAMESPACE, Access.ADMIN, Bucket.NONE, Audit.CHANGE)
 
 WORKFLOW_METHODS: dict[str, Rule] = {
     # namespaces
-    "RegisterNamespace": Rule(Scope.REGISTER, Access.ADMIN, Bucket.NONE),
+    "RegisterNamespace": Rule(Scope.REGISTER, Access.ADMIN, Bucket.NONE, Audit.CHANGE),
     "DescribeNamespace": R,
     "ListNamespaces": CLUSTER,
-    "UpdateNamespace": A,
-    "DeprecateNamespace": A,
+    "UpdateNamespace": A_CHANGE,
+    "DeprecateNamespace": A_CHANGE,
     # starting and controlling runs
-    "StartWorkflowExecution": ACT,
-    "ExecuteMultiOperation": ACT,
-    "SignalWorkflowExecution": ACT,
-    "SignalWithStartWorkflowExecution": ACT,
-    "RequestCancelWorkflowExecution": W,
-    "TerminateWorkflowExecution": W,
-    "ResetWorkflowExecution": W,
-    "DeleteWorkflowExecution": W,
-    "UpdateWorkflowExecution": ACT,
-    "UpdateWorkflowExecutionOptions": W,
-    "PauseWorkflowExecution": W,
-    "UnpauseWorkflowExecution": W,
+    "StartWorkflowExecution": ACT_AUD,
+    "ExecuteMultiOperation": ACT_AUD,
+    "SignalWorkflowExecution": ACT_AUD,
+    "SignalWithStartWorkflowExecution": ACT_AUD,
+    "RequestCancelWorkflowExecution": W_AUD,
+    "TerminateWorkflowExecution": W_AUD,
+    "ResetWorkflowExecution": W_AUD,
+    "DeleteWorkflowExecution": W_AUD,
+    "UpdateWorkflowExecution": ACT_AUD,
+    "UpdateWorkflowExecutionOptions": W_AUD,
+    "PauseWorkflowExecution": W_AUD,
+    "UnpauseWorkflowExecution": W_AUD,
     # reading runs
     "GetWorkflowExecutionHistory": R,
     "GetWorkflowExecutionHistoryReverse": R,
@@ -120,12 +142,12 @@ WORKFLOW_METHODS: dict[str, Rule] = {
     "GetClusterInfo": CLUSTER,
     "GetSystemInfo": CLUSTER,
     # schedules
-    "CreateSchedule": W,
+    "CreateSchedule": W_AUD,
     "DescribeSchedule": R,
-    "UpdateSchedule": W,
-    "PatchSchedule": W,
+    "UpdateSchedule": W_AUD,
+    "PatchSchedule": W_AUD,
     "ListScheduleMatchingTimes": R,
-    "DeleteSchedule": W,
+    "DeleteSchedule": W_AUD,
     "ListSchedules": VIS,
     "CountSchedules": VIS,
     # worker versioning and deployments
@@ -163,14 +185,14 @@ WORKFLOW_METHODS: dict[str, Rule] = {
     "ListWorkflowRules": R,
     "TriggerWorkflowRule": W,
     # activity operator calls
-    "UpdateActivityOptions": W,
-    "PauseActivity": W,
-    "UnpauseActivity": W,
-    "ResetActivity": W,
-    "UpdateActivityExecutionOptions": W,
-    "PauseActivityExecution": W,
-    "UnpauseActivityExecution": W,
-    "ResetActivityExecution": W,
+    "UpdateActivityOptions": W_AUD,
+    "PauseActivity": W_AUD,
+    "UnpauseActivity": W_AUD,
+    "ResetActivity": W_AUD,
+    "UpdateActivityExecutionOptions": W_AUD,
+    "PauseActivityExecution": W_AUD,
+    "UnpauseActivityExecution": W_AUD,
+    "ResetActivityExecution": W_AUD,
     # standalone activities and Nexus operations
     "StartActivityExecution": ACT,
     "DescribeActivityExecution": R,
@@ -191,10 +213,11 @@ WORKFLOW_METHODS: dict[str, Rule] = {
 }
 
 OPERATOR_METHODS: dict[str, Rule] = {
-    "AddSearchAttributes": A,
-    "RemoveSearchAttributes": A,
+    # Search attributes have no control-plane service of their own: the interceptor records them.
+    "AddSearchAttributes": A_AUD,
+    "RemoveSearchAttributes": A_AUD,
     "ListSearchAttributes": R,
-    "DeleteNamespace": A,
+    "DeleteNamespace": A_CHANGE,
     "AddOrUpdateRemoteCluster": SYSTEM,
     "RemoveRemoteCluster": SYSTEM,
     "ListClusters": SYSTEM,

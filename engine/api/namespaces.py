@@ -1,4 +1,4 @@
-"""Namespace RPCs of the WorkflowService: register, describe, list, update, deprecate.
+"""Namespace RPCs: register, describe, list, update, deprecate (WorkflowService) and delete (OperatorService).
 
 The interceptor (engine/api/auth.py) has already checked the caller's access; what a caller may
 *see* (ListNamespaces) and which organisation a new namespace joins depend on the caller too.
@@ -11,6 +11,7 @@ from datetime import timedelta
 from temporalio.api.enums.v1 import ArchivalState, NamespaceState
 from temporalio.api.errordetails.v1 import NamespaceAlreadyExistsFailure, NamespaceNotFoundFailure
 from temporalio.api.namespace.v1 import NamespaceConfig, NamespaceInfo
+from temporalio.api.operatorservice.v1 import request_response_pb2 as orr
 from temporalio.api.replication.v1 import ClusterReplicationConfig, NamespaceReplicationConfig
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
@@ -166,3 +167,21 @@ async def deprecate(request: rr.DeprecateNamespaceRequest) -> rr.DeprecateNamesp
     namespace = await _by_name(request.namespace)
     await dbthreads.run(services.namespace_deprecate, namespace=namespace)
     return rr.DeprecateNamespaceResponse()
+
+
+async def delete(request: orr.DeleteNamespaceRequest) -> orr.DeleteNamespaceResponse:
+    """OperatorService.DeleteNamespace as Temporal answers it: the namespace is marked deleted and renamed
+    `<name>-deleted-<hex>` (the name is free again, keys lose it at once); the answer carries the new name.
+    Runs are kept (Perdura does not purge them yet), so `namespace_delete_delay` changes nothing."""
+    if request.namespace:
+        namespace = await _by_name(request.namespace)
+    elif request.namespace_id:
+        namespace = await dbthreads.run(lambda: Namespace.objects.filter(id=request.namespace_id).first())
+        if namespace is None:
+            raise NotFound(f"Namespace {request.namespace_id} is not found.")
+    else:
+        raise InvalidArgument("Namespace is not set on request.")
+    if namespace.state == Namespace.State.DELETED:
+        raise FailedPrecondition(f"Namespace {namespace.name} is already deleted.")
+    deleted = await dbthreads.run(services.namespace_delete, namespace=namespace)
+    return orr.DeleteNamespaceResponse(deleted_namespace=deleted.name)

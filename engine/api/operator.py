@@ -1,4 +1,4 @@
-"""The Temporal OperatorService over gRPC: search attribute registration (the rest answers UNIMPLEMENTED)."""
+"""The Temporal OperatorService over gRPC: search attribute registration and DeleteNamespace (the rest answers UNIMPLEMENTED)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import request_response_pb2 as orr
 from temporalio.api.operatorservice.v1 import service_pb2_grpc as oss
 
-from engine.api import dbthreads
+from engine.api import dbthreads, namespaces
 from engine.api.errors import rpc
 from engine.errors import InvalidArgument
 from tenants.models import Namespace
@@ -60,6 +60,10 @@ class OperatorService(oss.OperatorServiceServicer):
             system_attributes={n: IndexedValueType.ValueType(int(t)) for n, t in system.items()},
             custom_attributes={n: IndexedValueType.ValueType(int(t)) for n, t in custom.items()},
         )
+
+    @rpc
+    async def DeleteNamespace(self, request, context):  # noqa: N802
+        return await namespaces.delete(request)
 
 
 def _unimplemented(name: str):  # type: ignore[no-untyped-def]

@@ -36,6 +36,20 @@ class Health(health_pb2_grpc.HealthServicer):
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
 
+def _tls_credentials(cert: str, key: str) -> grpc.ServerCredentials | None:
+    """Server credentials from PEM files (the certificate may carry its chain), or None for plaintext."""
+    if not cert and not key:
+        return None
+    if not (cert and key):
+        raise SystemExit("TLS needs both a certificate and its key (--tls-cert and --tls-key)")
+    try:
+        with open(cert, "rb") as c, open(key, "rb") as k:
+            pair = (k.read(), c.read())
+    except OSError as e:
+        raise SystemExit(f"cannot read the TLS certificate or key: {e}") from None
+    return grpc.ssl_server_credentials([pair])
+
+
 def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
     """A grpc.aio server bound to `address` (host:port), not yet started.
 
@@ -68,12 +82,14 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
     oss.add_OperatorServiceServicer_to_server(OperatorService(), server)
     # The standard health service, which load balancers and `client.service_client.check_health()` ask.
     health_pb2_grpc.add_HealthServicer_to_server(Health(), server)
-    bound = server.add_insecure_port(address)
+    tls = _tls_credentials(settings.PERDURA_TLS_CERT, settings.PERDURA_TLS_KEY)
+    bound = server.add_secure_port(address, tls) if tls else server.add_insecure_port(address)
     if bound == 0:
         raise SystemExit(f"cannot listen on {address}: is another server using that port?")
     log.info(
-        "gRPC API listening on %s (auth: %s, rate limits: %s)",
+        "gRPC API listening on %s (%s, auth: %s, rate limits: %s)",
         address,
+        "TLS" if tls else "plaintext",
         settings.PERDURA_AUTH,
         settings.PERDURA_RATE_LIMITS,
     )

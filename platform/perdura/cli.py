@@ -25,6 +25,8 @@ def _cmd_dev(args: argparse.Namespace) -> None:
         db_file=args.db_file,
         ephemeral=args.ephemeral,
         require_auth=args.require_auth,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
 
 
@@ -38,7 +40,19 @@ def _cmd_migrate(args: argparse.Namespace) -> None:
     namespace_ensure(name="default")
 
 
+def _tls_env(args: argparse.Namespace) -> None:
+    if args.tls_cert or args.tls_key:
+        os.environ["PERDURA_TLS_CERT"] = args.tls_cert or ""
+        os.environ["PERDURA_TLS_KEY"] = args.tls_key or ""
+
+
+def _tls_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tls-cert", help="serve gRPC over TLS with this PEM certificate (PERDURA_TLS_CERT)")
+    parser.add_argument("--tls-key", help="the PEM private key of --tls-cert (PERDURA_TLS_KEY)")
+
+
 def _cmd_api(args: argparse.Namespace) -> None:
+    _tls_env(args)
     _django()
     from engine.api import server as api_server
     from engine.api.listener import start_listener
@@ -106,6 +120,7 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="refuse calls without an API key, even from loopback (as `perdura api` does)",
     )
+    _tls_flags(dev)
     dev.set_defaults(func=_cmd_dev)
 
     sub.add_parser("migrate", help="create or upgrade the database schema").set_defaults(func=_cmd_migrate)
@@ -114,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     api.add_argument("--ip", default="0.0.0.0")
     api.add_argument("--port", type=int, default=7233)
     api.add_argument("--db-threads", type=int, default=16)
+    _tls_flags(api)
     api.set_defaults(func=_cmd_api)
 
     web = sub.add_parser(

@@ -1,4 +1,4 @@
-"""The control-plane commands of `perdura`: org, namespace, apikey (bootstrap and scripting).
+"""The control-plane commands of `perdura`: org, namespace, apikey, audit (bootstrap and scripting).
 
 They read the same configuration as the servers (PERDURA_DATABASE_URL), so they work against a
 running `perdura dev --db-file F` with PERDURA_DATABASE_URL=sqlite:///F, or a production database.
@@ -25,6 +25,17 @@ def _django() -> None:
     import django
 
     django.setup()
+    import getpass
+    import socket
+
+    from tenants import audit
+
+    # What these commands change is recorded as the operator's, by OS account and host.
+    audit.bind(
+        audit.AuditContext(
+            actor=audit.operator_actor("cli", getpass.getuser()), source=socket.gethostname(), via="cli"
+        )
+    )
 
 
 def _fail(message: str) -> None:
@@ -219,8 +230,43 @@ def _apikey_list(args: argparse.Namespace) -> None:
         )
 
 
+def _audit_export(args: argparse.Namespace) -> None:
+    _django()
+    import json
+
+    from tenants import audit
+    from tenants.models import Namespace
+
+    organization = _organization(args.org) if args.org else None
+    namespace_id = None
+    if args.namespace:
+        namespace = Namespace.objects.filter(name=args.namespace, organization=organization).first()
+        if namespace is None:
+            _fail(
+                f"no namespace {args.namespace!r} in {'organisation ' + args.org if args.org else 'the operator namespaces'}"
+            )
+        namespace_id = namespace.id
+    try:
+        since = audit.parse_time(args.since) if args.since else None
+        until = audit.parse_time(args.until) if args.until else None
+    except ValueError as e:
+        _fail(str(e))
+    count = 0
+    query = audit.events(
+        organization_id=organization.id if organization else None,
+        namespace_id=namespace_id,
+        since=since,
+        until=until,
+    )
+    for event in query.iterator(chunk_size=1000):
+        sys.stdout.write(json.dumps(audit.as_dict(event), separators=(",", ":")) + "\n")
+        count += 1
+    sys.stdout.flush()
+    print(f"{count} audit entries", file=sys.stderr)
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Register `org`, `namespace` and `apikey` on the `perdura` command."""
+    """Register `org`, `namespace`, `apikey` and `audit` on the `perdura` command."""
     org = sub.add_parser("org", help="manage organisations")
     org_sub = org.add_subparsers(dest="org_command", required=True)
     org_create = org_sub.add_parser("create", help="create an organisation with its first owner")
@@ -279,3 +325,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     listing = key_sub.add_parser("list", help="list an organisation's keys (never their secrets)")
     listing.add_argument("--org", required=True)
     listing.set_defaults(func=_apikey_list)
+
+    log = sub.add_parser("audit", help="read the audit log")
+    log_sub = log.add_subparsers(dest="audit_command", required=True)
+    export = log_sub.add_parser("export", help="print audit entries as JSON Lines, oldest first")
+    export.add_argument("--org", help="the organisation (default: the operator's own namespaces)")
+    export.add_argument("--namespace", help="only this namespace (its full name)")
+    export.add_argument("--since", help="RFC 3339 time or a duration back from now (e.g. 24h, 7d)")
+    export.add_argument("--until", help="RFC 3339 time or a duration back from now (exclusive)")
+    export.set_defaults(func=_audit_export)

@@ -19,9 +19,19 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def configure(*, db_file: str | None, ephemeral: bool, require_auth: bool = False) -> Path | None:
+def configure(
+    *,
+    db_file: str | None,
+    ephemeral: bool,
+    require_auth: bool = False,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+) -> Path | None:
     """Point settings at the dev SQLite file before Django starts; returns a temp dir to clean up."""
     os.environ["PERDURA_DEV"] = "1"
+    if tls_cert or tls_key:
+        os.environ["PERDURA_TLS_CERT"] = tls_cert or ""
+        os.environ["PERDURA_TLS_KEY"] = tls_key or ""
     if require_auth:
         # Like production: no loopback allowance, every call needs an API key.
         os.environ["PERDURA_AUTH"] = "required"
@@ -95,9 +105,19 @@ async def serve(*, host: str, port: int, ui_port: int) -> None:
 
 
 def run(
-    *, host: str, port: int, ui_port: int, db_file: str | None, ephemeral: bool, require_auth: bool = False
+    *,
+    host: str,
+    port: int,
+    ui_port: int,
+    db_file: str | None,
+    ephemeral: bool,
+    require_auth: bool = False,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> None:
-    temp = configure(db_file=db_file, ephemeral=ephemeral, require_auth=require_auth)
+    temp = configure(
+        db_file=db_file, ephemeral=ephemeral, require_auth=require_auth, tls_cert=tls_cert, tls_key=tls_key
+    )
     try:
         prepare()
         asyncio.run(serve(host=host, port=port, ui_port=ui_port))

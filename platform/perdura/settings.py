@@ -95,6 +95,9 @@ PERDURA_OPENSEARCH_REPLICAS = int(os.environ.get("PERDURA_OPENSEARCH_REPLICAS", 
 # API keys on the gRPC API: `required` (the default of `perdura api`), or `loopback`, which lets calls
 # without credentials from 127.0.0.1/::1 through as the operator (the default of `perdura dev`).
 PERDURA_AUTH = env.auth_mode()
+# TLS on the gRPC listener (PEM files); both or neither. Plaintext when unset (behind a TLS-terminating proxy).
+PERDURA_TLS_CERT = os.environ.get("PERDURA_TLS_CERT", "")
+PERDURA_TLS_KEY = os.environ.get("PERDURA_TLS_KEY", "")
 # Per-namespace rate limits (tenants/quotas.py): buckets in Redis shared by every api replica (`memory` in
 # dev, `off` to disable), and the default requests per second of each bucket; Temporal Cloud's
 # defaults are 500 actions/s and 2000 requests/s per namespace.

@@ -1,6 +1,6 @@
 """Routes of the REST API, mounted at /api/v1/."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from tenants.rest import views
 
@@ -43,4 +43,6 @@ urlpatterns = [
     path("api-keys/<uuid:key_id>/", views.ApiKeyView.as_view(), name="api-key"),
     path("api-keys/<uuid:key_id>/revoke/", views.ApiKeyRevokeView.as_view(), name="api-key-revoke"),
     path("api-keys/<uuid:key_id>/rotate/", views.ApiKeyRotateView.as_view(), name="api-key-rotate"),
+    path("audit/", views.AuditListView.as_view(), name="api-audit"),
+    re_path(r"^audit/export/?$", views.AuditExportView.as_view(), name="api-audit-export"),
 ]

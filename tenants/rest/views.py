@@ -6,10 +6,13 @@ fetched through tenants.access inside the caller's organisation, so other tenant
 
 from __future__ import annotations
 
+import json
 import logging
+import uuid
 from datetime import timedelta
 
 from django.contrib.auth import authenticate, login, logout
+from django.http import StreamingHttpResponse
 from django.middleware.csrf import get_token
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
@@ -17,8 +20,8 @@ from rest_framework.authentication import SessionAuthentication as DrfSessionAut
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tenants import access, accounts, services
-from tenants.models import Membership
+from tenants import access, accounts, audit, roles, services
+from tenants.models import Membership, Namespace
 from tenants.rest import serializers as s
 from tenants.rest import throttles
 from tenants.rest.authentication import client_address
@@ -29,10 +32,53 @@ log = logging.getLogger("perdura.rest")
 
 class _View(APIView):
     needs: dict[str, Need] = {}
+    _audit_token = None
 
     @property
     def actor(self) -> access.Actor:
         return actor_of(self.request)
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        # Control-plane services record their changes as this actor, from this address (tenants/audit.py).
+        # (Anonymous callers are not resolved: sign-up and login resolve their actor once signed in.)
+        user = request.user
+        actor = actor_of(request) if user is not None and user.is_authenticated else None
+        self._audit_token = audit.bind(
+            audit.AuditContext(actor=_audit_actor(actor), source=client_address(request), via="rest")
+        )
+
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        # Only an actor already resolved: resolving one now would re-run a failed authentication.
+        actor = getattr(self.request, "_perdura_actor", None) if response.status_code == 403 else None
+        if actor is not None and self.request.method not in ("GET", "HEAD", "OPTIONS"):
+            # A refused change is recorded too (a successful one is recorded by its service).
+            audit.record(
+                action=f"{self.request.method} {type(self).__name__}",
+                target=self.request.path,
+                organization_id=actor.organization.id,
+                outcome=audit.DENIED,
+                code=str(response.status_code),
+                context=audit.AuditContext(
+                    actor=_audit_actor(actor), source=client_address(self.request), via="rest"
+                ),
+            )
+        return response
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        if self._audit_token is not None:
+            audit.unbind(self._audit_token)
+            self._audit_token = None
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def _audit_actor(actor: access.Actor | None) -> audit.AuditActor:
+    if actor is None:
+        return audit.AuditActor(kind=audit.USER, label="anonymous")
+    if actor.key is not None:
+        return audit.key_actor(actor.key.prefix, actor.key.key_name)
+    return audit.user_actor(actor.user)
 
 
 class _CsrfAlways:
@@ -77,12 +123,15 @@ class SignupView(_CsrfAlways, _View):
     @extend_schema(request=s.SignupIn, responses={201: s.MeOut})
     def post(self, request):
         data = _valid(s.SignupIn, request.data)
-        membership = accounts.signup(
-            email=data["email"],
-            password=data["password"],
-            organization_slug=data["organization"],
-            organization_name=data["organization_name"],
-        )
+        # The new organisation's first entries name the person signing up (their user does not exist yet).
+        newcomer = audit.AuditActor(kind=audit.USER, label=data["email"].strip().lower())
+        with audit.acting(audit.AuditContext(actor=newcomer, source=client_address(request), via="rest")):
+            membership = accounts.signup(
+                email=data["email"],
+                password=data["password"],
+                organization_slug=data["organization"],
+                organization_name=data["organization_name"],
+            )
         login(request, membership.user, backend="django.contrib.auth.backends.ModelBackend")
         log.info("sign-up: organisation %s from %s", membership.organization.slug, client_address(request))
         return Response(_me(request), status=status.HTTP_201_CREATED)
@@ -448,3 +497,103 @@ def _valid(serializer_class, data) -> dict:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+# --- audit log ------------------------------------------------------------------------------------
+
+AUDIT_PAGE = 100
+AUDIT_PAGE_MAX = 1000
+_AUDIT_PARAMETERS = [
+    OpenApiParameter(
+        "namespace", str, description="a namespace id or name (its admins); default: the organisation"
+    ),
+    OpenApiParameter("since", str, description="RFC 3339 time or a duration back from now (24h, 7d)"),
+    OpenApiParameter("until", str, description="RFC 3339 time or a duration back from now (exclusive)"),
+]
+
+
+def _audit_events(request, actor: access.Actor):
+    """The entries of the query's namespace (its admins) or of the whole organisation (owners and admins)."""
+    params = request.query_params
+    reference = params.get("namespace", "").strip()
+    namespace = None
+    if reference:
+        try:
+            uuid.UUID(reference)
+        except ValueError:
+            namespace = Namespace.objects.filter(name=reference, organization=actor.organization).first()
+            if namespace is None or actor.namespace_role(namespace) is None:
+                raise access.NotFound("namespace not found") from None
+        else:
+            namespace = access.namespace_get(actor, reference)
+        if actor.namespace_role(namespace) != roles.KeyRole.ADMIN:
+            raise exceptions.PermissionDenied(f"the audit log of {namespace.name} needs the admin role on it")
+    elif not actor.is_org_admin:
+        raise exceptions.PermissionDenied(
+            "the organisation's audit log needs an owner or admin; name a namespace you administer "
+            "with ?namespace="
+        )
+    bounds = {}
+    for name in ("since", "until"):
+        if params.get(name):
+            try:
+                bounds[name] = audit.parse_time(params[name])
+            except ValueError as e:
+                raise exceptions.ValidationError({name: [str(e)]}) from None
+    return audit.events(
+        organization_id=actor.organization.id,
+        namespace_id=namespace.id if namespace is not None else None,
+        **bounds,
+    )
+
+
+class AuditListView(_View):
+    """The audit log, newest first, a page at a time (`?cursor=` from `next`; `?limit=` up to 1000)."""
+
+    needs = {"GET": Need.MEMBER}
+
+    @extend_schema(
+        parameters=[
+            *_AUDIT_PARAMETERS,
+            OpenApiParameter("cursor", int, description="the `next_cursor` of the previous page"),
+            OpenApiParameter("limit", int, description="entries per page (default 100, at most 1000)"),
+        ],
+        responses={200: dict},
+    )
+    def get(self, request):
+        query = _audit_events(request, self.actor).order_by("-id")
+        try:
+            limit = min(max(int(request.query_params.get("limit", AUDIT_PAGE)), 1), AUDIT_PAGE_MAX)
+            cursor = int(request.query_params["cursor"]) if request.query_params.get("cursor") else None
+        except ValueError:
+            raise exceptions.ValidationError({"cursor": ["cursor and limit are integers"]}) from None
+        if cursor is not None:
+            query = query.filter(id__lt=cursor)
+        page = list(query[: limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        next_cursor = page[-1].id if more else None
+        next_url = None
+        if next_cursor is not None:
+            params = request.query_params.copy()
+            params["cursor"] = str(next_cursor)
+            next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
+        return Response(
+            {"results": [audit.as_dict(e) for e in page], "next_cursor": next_cursor, "next": next_url}
+        )
+
+
+class AuditExportView(_View):
+    """The audit log as JSON Lines, oldest first, streamed (one entry per line)."""
+
+    needs = {"GET": Need.MEMBER}
+
+    @extend_schema(parameters=_AUDIT_PARAMETERS, responses={(200, "application/x-ndjson"): str})
+    def get(self, request):
+        query = _audit_events(request, self.actor)
+        lines = (
+            json.dumps(audit.as_dict(e), separators=(",", ":")) + "\n" for e in query.iterator(chunk_size=500)
+        )
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+        response["Content-Disposition"] = f'attachment; filename="audit-{self.actor.organization.slug}.jsonl"'
+        return response

@@ -87,7 +87,9 @@ def test_the_buckets_of_the_issue():
 def test_rules_are_found_by_full_method_path():
     path = f"/{methods.WORKFLOW_SERVICE}/SignalWorkflowExecution"
     assert methods.guarded(path)
-    assert methods.rule_for(path) == methods.Rule(methods.Scope.NAMESPACE, Access.WRITE, Bucket.ACTIONS)
+    assert methods.rule_for(path) == methods.Rule(
+        methods.Scope.NAMESPACE, Access.WRITE, Bucket.ACTIONS, methods.Audit.CALL
+    )
     assert methods.rule_for(f"/{methods.OPERATOR_SERVICE}/AddSearchAttributes").access is Access.ADMIN
     assert not methods.guarded("/grpc.health.v1.Health/Check")
     assert methods.rule_for(f"/{methods.WORKFLOW_SERVICE}/NoSuchMethod") is None

@@ -1,0 +1,124 @@
+"""What the gRPC API writes to the audit log (tenants/audit.py): who made an audited call, on what, and its outcome.
+
+The auth interceptor (engine/api/auth.py) binds the caller as the audit context of every audited call,
+so control-plane services record namespace changes in their own transaction, and calls it records
+itself (the CALL rows of engine/api/methods.py: starts, signals, cancels, terminations, resets,
+updates, deletions, schedule and activity operator calls) are written here after the call, with the
+status code it ended with. Only ids and names are taken from a request, never payloads (inputs,
+signal and update arguments, memos, headers) nor free text a caller may put secrets in.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+
+from engine.api import dbthreads
+from tenants import audit, selectors
+from tenants.auth import Principal
+
+log = logging.getLogger("perdura.audit")
+
+
+def context_for(principal: Principal, source: str) -> audit.AuditContext:
+    """The audit context of a gRPC caller: its key, or the operator of the loopback allowance."""
+    if principal.anonymous:
+        actor = audit.operator_actor("loopback")
+    else:
+        actor = audit.key_actor(principal.prefix, principal.key_name)
+    return audit.AuditContext(actor=actor, source=source, via="grpc")
+
+
+def _workflow(execution: Any) -> str:
+    run_id = getattr(execution, "run_id", "")
+    return f"workflow/{execution.workflow_id}" + (f"/{run_id}" if run_id else "")
+
+
+def target_of(method: str, request: Any) -> str:
+    """What a call acts on, from the ids in its request (`workflow/<id>[/<run>]`, `schedule/<id>`...)."""
+    if request is None:
+        return ""
+    fields = request.DESCRIPTOR.fields_by_name
+    if method == "ExecuteMultiOperation":
+        starts = [op.start_workflow.workflow_id for op in request.operations if op.HasField("start_workflow")]
+        return f"workflow/{starts[0]}" if starts else ""
+    if "schedule_id" in fields:
+        return f"schedule/{request.schedule_id}"
+    if "workflow_execution" in fields and request.HasField("workflow_execution"):
+        target = _workflow(request.workflow_execution)
+    elif "execution" in fields and request.HasField("execution"):
+        target = _workflow(request.execution)
+    elif "workflow_id" in fields:
+        target = f"workflow/{request.workflow_id}"
+    elif method in ("AddSearchAttributes", "RemoveSearchAttributes"):
+        return f"namespace/{request.namespace}"
+    else:
+        return f"namespace/{getattr(request, 'namespace', '')}"
+    if "activity_id" in fields and request.activity_id:
+        target += f"/activity/{request.activity_id}"
+    return target
+
+
+def details_of(method: str, request: Any) -> dict[str, Any]:
+    """Names that say what was done (workflow type, signal or update name, attribute names), no payloads."""
+    if request is None:
+        return {}
+    fields = request.DESCRIPTOR.fields_by_name
+    details: dict[str, Any] = {}
+    if "workflow_type" in fields and request.workflow_type.name:
+        details["workflow_type"] = request.workflow_type.name
+    if "signal_name" in fields and request.signal_name:
+        details["signal_name"] = request.signal_name
+    if method == "UpdateWorkflowExecution" and request.request.input.name:
+        details["update_name"] = request.request.input.name
+    if method == "ResetWorkflowExecution":
+        details["workflow_task_finish_event_id"] = request.workflow_task_finish_event_id
+    if method == "AddSearchAttributes":
+        details["search_attributes"] = sorted(request.search_attributes)
+    if method == "RemoveSearchAttributes":
+        details["search_attributes"] = sorted(request.search_attributes)
+    return details
+
+
+def _write(
+    method: str, context: audit.AuditContext, principal: Principal, request: Any, outcome: str, code: str
+) -> None:
+    name = getattr(request, "namespace", "") or ""
+    namespace = selectors.namespace_by_name(name) if name else None
+    organization_id = None
+    if not principal.anonymous and (
+        namespace is None or str(namespace.organization_id) != principal.organization_id
+    ):
+        # A key's refused attempt on a namespace outside its organisation belongs to the key's own
+        # organisation's log, never to the other tenant's.
+        organization_id, namespace = principal.organization_id, None
+    audit.record(
+        action=method,
+        target=target_of(method, request),
+        organization_id=organization_id,
+        namespace=namespace,
+        namespace_name=name,
+        outcome=outcome,
+        code=code,
+        details=details_of(method, request),
+        context=context,
+    )
+
+
+async def record_call(
+    method: str, context: audit.AuditContext, principal: Principal, request: Any, code: grpc.StatusCode
+) -> None:
+    """Append the entry of an audited call that ended with `code`. A failure to write it is logged,
+    not raised: the call has already taken effect, and the caller must learn its real outcome."""
+    if code is grpc.StatusCode.OK:
+        outcome = audit.OK
+    elif code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+        outcome = audit.DENIED
+    else:
+        outcome = audit.FAILED
+    try:
+        await dbthreads.run(_write, method, context, principal, request, outcome, code.name)
+    except Exception:
+        log.exception("could not write the audit entry of %s by %s", method, context.actor.id)
