@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 
 from engine import ids
@@ -19,6 +19,9 @@ class TaskKind(enum.IntEnum):
     WORKFLOW = 1
     ACTIVITY = 2
     QUERY = 3
+
+
+ACTIVITY_TIMEOUT_MIN_DELAY = timedelta(seconds=1)
 
 
 class TimerKind(enum.IntEnum):
@@ -237,6 +240,16 @@ class Mutation:
     def timer(
         self, kind: TimerKind, fire_at: datetime, event_id: int = 0, attempt: int = 0, detail: int = 0
     ) -> None:
+        if (
+            kind == TimerKind.ACTIVITY_TIMEOUT
+            and detail == TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE
+            and self.now < fire_at < self.now + ACTIVITY_TIMEOUT_MIN_DELAY
+        ):
+            # Temporal's timer queue fires no new task sooner than about a second after it is created
+            # (TimerProcessorMaxTimeShift), so a sub-second start-to-close timeout lands at about 1 s there.
+            # SDK workers time such activities out locally a fixed buffer after that; matching the server
+            # keeps their local cancellations in step with the server's. An overdue timer fires at once.
+            fire_at = self.now + ACTIVITY_TIMEOUT_MIN_DELAY
         self.timers.append(NewTimer(kind, fire_at, event_id, attempt, detail))
 
     def transfer(self, kind: TransferKind, event_id: int, details: bytes = b"") -> None:

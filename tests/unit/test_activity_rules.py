@@ -765,3 +765,13 @@ def test_cancel_confirmation_without_a_cancel_request_is_refused():
     assert raised.code == "INVALID_ARGUMENT"
     assert run.state.activities[5].started_time is not None
     assert types(run.history)[-1] == "ACTIVITY_TASK_SCHEDULED"
+
+
+@pytest.mark.parametrize(("start_to_close", "fires_after"), [(0.2, 1.0), (0.99, 1.0), (1.5, 1.5), (30, 30)])
+def test_a_sub_second_start_to_close_timeout_fires_after_a_second_as_temporals_do(
+    start_to_close, fires_after
+):
+    run = scheduled_run(now=0, start_to_close=start_to_close)
+    run.start_activity(2, 5)
+    [timer] = [t for t in run.new_timers if t.detail == STC]
+    assert timer.fire_at == at(2 + fires_after)
