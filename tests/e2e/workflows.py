@@ -176,8 +176,10 @@ class SignalWorkflow:
         self.received.append(value)
 
     @workflow.run
-    async def run(self, expected: int) -> list[str]:
+    async def run(self, expected: int, linger: float = 0) -> list[str]:
         await workflow.wait_condition(lambda: len(self.received) >= expected)
+        if linger:
+            await workflow.sleep(linger)
         return self.received
 
 
@@ -336,8 +338,10 @@ class ConflictingChildWorkflow:
 class SignalChildWorkflow:
     @workflow.run
     async def run(self) -> list[str]:
+        # The child lingers a second after the signal, so the parent's task that records the signal as
+        # delivered is over before the child's result arrives, whichever server runs them.
         child = await workflow.start_child_workflow(
-            SignalWorkflow.run, 1, id=f"{workflow.info().workflow_id}-child"
+            SignalWorkflow.run, args=[1, 1.0], id=f"{workflow.info().workflow_id}-child"
         )
         await child.signal(SignalWorkflow.add, "from parent")
         return await child
