@@ -27,7 +27,7 @@ from temporalio.api.history.v1 import (
 
 from engine.history import activity, commands, lifecycle, updates, workflow_task
 from engine.history.errors import ResetRejected
-from engine.history.events import new_event, seconds
+from engine.history.events import attributes, new_event, seconds
 from engine.history.mutation import Mutation, TimerKind, TransferKind
 from engine.history.state import (
     ActivityInfo,
@@ -44,27 +44,28 @@ RESETTER_IDENTITY = "history-resetter"
 """Who terminates the run a reset replaces (Temporal's consts.IdentityResetter)."""
 
 E = EventType
+# Events that end something pending; attributes(event) names it (scheduled or initiated event id).
 _ACTIVITY_CLOSES = {
-    E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
-    E.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed_event_attributes",
-    E.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
-    E.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "activity_task_canceled_event_attributes",
+    E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+    E.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+    E.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+    E.EVENT_TYPE_ACTIVITY_TASK_CANCELED,
 }
 _CHILD_ENDS = {
-    E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_FAILED: "start_child_workflow_execution_failed_event_attributes",
-    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED: "child_workflow_execution_completed_event_attributes",
-    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED: "child_workflow_execution_failed_event_attributes",
-    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_CANCELED: "child_workflow_execution_canceled_event_attributes",
-    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT: "child_workflow_execution_timed_out_event_attributes",
-    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED: "child_workflow_execution_terminated_event_attributes",
+    E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_FAILED,
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED,
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED,
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_CANCELED,
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT,
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED,
 }
 _SIGNAL_EXTERNAL_ENDS = {
-    E.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED: "external_workflow_execution_signaled_event_attributes",
-    E.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED: "signal_external_workflow_execution_failed_event_attributes",
+    E.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED,
+    E.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED,
 }
 _CANCEL_EXTERNAL_ENDS = {
-    E.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_CANCEL_REQUESTED: "external_workflow_execution_cancel_requested_event_attributes",
-    E.EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_FAILED: "request_cancel_external_workflow_execution_failed_event_attributes",
+    E.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+    E.EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_FAILED,
 }
 
 
@@ -203,7 +204,7 @@ def _apply(state: MutableState, event: HistoryEvent, now: datetime) -> None:  # 
             info.cancel_requested = True
             info.cancel_requested_event_id = event.event_id
     elif kind in _ACTIVITY_CLOSES:
-        state.activities.pop(getattr(event, _ACTIVITY_CLOSES[kind]).scheduled_event_id, None)
+        state.activities.pop(attributes(event).scheduled_event_id, None)
     elif kind == E.EVENT_TYPE_TIMER_STARTED:
         attrs = event.timer_started_event_attributes
         state.timers[attrs.timer_id] = TimerInfo(
@@ -230,27 +231,15 @@ def _apply(state: MutableState, event: HistoryEvent, now: datetime) -> None:  # 
             child.run_id = attrs.workflow_execution.run_id
             child.started_event_id = event.event_id
     elif kind in _CHILD_ENDS:
-        state.children.pop(getattr(event, _CHILD_ENDS[kind]).initiated_event_id, None)
+        state.children.pop(attributes(event).initiated_event_id, None)
     elif kind == E.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
-        attrs = event.signal_external_workflow_execution_initiated_event_attributes
-        state.external_signals[event.event_id] = ExternalRequest(
-            initiated_event_id=event.event_id,
-            workflow_id=attrs.workflow_execution.workflow_id,
-            run_id=attrs.workflow_execution.run_id,
-            control=attrs.control,
-        )
+        state.external_signals[event.event_id] = _external_request(event)
     elif kind in _SIGNAL_EXTERNAL_ENDS:
-        state.external_signals.pop(getattr(event, _SIGNAL_EXTERNAL_ENDS[kind]).initiated_event_id, None)
+        state.external_signals.pop(attributes(event).initiated_event_id, None)
     elif kind == E.EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
-        attrs = event.request_cancel_external_workflow_execution_initiated_event_attributes
-        state.external_cancels[event.event_id] = ExternalRequest(
-            initiated_event_id=event.event_id,
-            workflow_id=attrs.workflow_execution.workflow_id,
-            run_id=attrs.workflow_execution.run_id,
-            control=attrs.control,
-        )
+        state.external_cancels[event.event_id] = _external_request(event)
     elif kind in _CANCEL_EXTERNAL_ENDS:
-        state.external_cancels.pop(getattr(event, _CANCEL_EXTERNAL_ENDS[kind]).initiated_event_id, None)
+        state.external_cancels.pop(attributes(event).initiated_event_id, None)
     elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
         request_id = event.workflow_execution_signaled_event_attributes.request_id
         if request_id:
@@ -294,6 +283,16 @@ def _apply(state: MutableState, event: HistoryEvent, now: datetime) -> None:  # 
             info.stage = updates.COMPLETED
             info.outcome = attrs.outcome.SerializeToString()
     # Markers, search attribute and memo-free events, and the rest change nothing a new run needs.
+
+
+def _external_request(initiated: HistoryEvent) -> ExternalRequest:
+    attrs = attributes(initiated)
+    return ExternalRequest(
+        initiated_event_id=initiated.event_id,
+        workflow_id=attrs.workflow_execution.workflow_id,
+        run_id=attrs.workflow_execution.run_id,
+        control=attrs.control,
+    )
 
 
 def reset_run(
@@ -401,8 +400,6 @@ def _rearm(m: Mutation, base_events: list[HistoryEvent]) -> None:
     # A signal or cancel request the base run had not seen delivered is sent again, as Temporal does.
     by_id = {e.event_id: e for e in base_events}
     for initiated in state.external_signals:
-        attrs = by_id[initiated].signal_external_workflow_execution_initiated_event_attributes
-        m.transfer(TransferKind.SIGNAL_EXTERNAL, initiated, attrs.SerializeToString())
+        m.transfer(TransferKind.SIGNAL_EXTERNAL, initiated, attributes(by_id[initiated]).SerializeToString())
     for initiated in state.external_cancels:
-        attrs = by_id[initiated].request_cancel_external_workflow_execution_initiated_event_attributes
-        m.transfer(TransferKind.CANCEL_EXTERNAL, initiated, attrs.SerializeToString())
+        m.transfer(TransferKind.CANCEL_EXTERNAL, initiated, attributes(by_id[initiated]).SerializeToString())
