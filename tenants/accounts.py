@@ -22,7 +22,7 @@ from django.utils.encoding import force_bytes, force_str
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 from perdura import clock
 
-from tenants import audit, roles, services
+from tenants import api_keys, audit, roles, services
 from tenants.access import Actor
 from tenants.models import ApiKey, Invitation, Membership, Namespace, NamespaceUserPermission, Organization
 from tenants.roles import OrgRole
@@ -72,9 +72,11 @@ def signup(*, email: str, password: str, organization_slug: str, organization_na
     _check_password(password, user_model(username=email, email=email))
     with transaction.atomic():
         user = user_model.objects.create_user(username=email, email=email, password=password)
-        organization = services.organization_create(
-            slug=organization_slug, owner_email=email, name=organization_name
-        )
+        # The new organisation's first entries are the new person's (anonymous when the request began).
+        with audit.acting_as_user(user):
+            organization = services.organization_create(
+                slug=organization_slug, owner_email=email, name=organization_name
+            )
     return Membership.objects.select_related("organization").get(organization=organization, user=user)
 
 
@@ -168,9 +170,17 @@ def invitation_accept(*, token: str, password: str) -> Membership:
             else:
                 user.set_password(password)
                 user.save(update_fields=["password"])
-        membership = services.member_add(
-            organization=invitation.organization, email=invitation.email, role=OrgRole(invitation.role)
-        )
+        # Accepting is the invited person's act, though they were anonymous when the request began.
+        with audit.acting_as_user(user):
+            audit.record_change(
+                action="invitation.accept",
+                target=f"invitation/{invitation.email}",
+                organization=invitation.organization,
+                details={"role": invitation.role},
+            )
+            membership = services.member_add(
+                organization=invitation.organization, email=invitation.email, role=OrgRole(invitation.role)
+            )
         Invitation.objects.filter(pk=invitation.pk).update(accepted_at=clock.now())
     return Membership.objects.select_related("organization", "user").get(pk=membership.pk)
 
@@ -254,16 +264,18 @@ def member_remove(*, actor: Actor, membership: Membership) -> None:
         NamespaceUserPermission.objects.filter(
             user_id=membership.user_id, content_object__organization_id=membership.organization_id
         ).delete()
-        ApiKey.objects.filter(
+        keys = ApiKey.objects.filter(
             organization_id=membership.organization_id,
             created_by_id=membership.user_id,
             revoked_at__isnull=True,
-        ).update(revoked_at=clock.now())
+        )
+        revoked = sorted(api_keys.display(prefix) for prefix in keys.values_list("prefix", flat=True))
+        keys.update(revoked_at=clock.now())
         audit.record_change(
             action="member.remove",
             target=f"member/{membership.user.email}",
             organization=actor.organization,
-            details={"role": membership.role},
+            details={"role": membership.role, "revoked_keys": revoked},
         )
         membership.delete()
 

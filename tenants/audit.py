@@ -20,7 +20,7 @@ import contextlib
 import contextvars
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -95,6 +95,13 @@ def bind(context: AuditContext) -> contextvars.Token:
 
 def unbind(token: contextvars.Token) -> None:
     _context.reset(token)
+
+
+def acting_as_user(user: Any) -> contextlib.AbstractContextManager[AuditContext]:
+    """Bind `user` as the actor, keeping the bound source and interface: for the requests in which a
+    person comes into being or into the organisation (sign-up, accepting an invitation), whose change
+    is theirs although they were anonymous when the request began."""
+    return acting(replace(current(), actor=user_actor(user)))
 
 
 def current() -> AuditContext:

@@ -50,21 +50,32 @@ class _View(APIView):
 
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
-        # Only an actor already resolved: resolving one now would re-run a failed authentication.
-        actor = getattr(self.request, "_perdura_actor", None) if response.status_code == 403 else None
+        # Only an actor already resolved: resolving one now would re-run a failed authentication. Not a
+        # throttled call either (429): a flood would become as many inserts, as on the gRPC API.
+        status_code = response.status_code
+        actor = getattr(self.request, "_perdura_actor", None) if status_code != 429 else None
         if actor is not None and self.request.method not in ("GET", "HEAD", "OPTIONS"):
-            # A refused change is recorded too (a successful one is recorded by its service).
+            # A refused or failed change is recorded too (a successful one is recorded by its service).
             audit.record(
                 action=f"{self.request.method} {type(self).__name__}",
                 target=self.request.path,
                 organization_id=actor.organization.id,
-                outcome=audit.DENIED,
-                code=str(response.status_code),
+                namespace=self._audited_namespace(actor),
+                outcome=audit.DENIED if status_code in (401, 403) else audit.FAILED,
+                code=str(status_code),
                 context=audit.AuditContext(
                     actor=_audit_actor(actor), source=client_address(self.request), via="rest"
                 ),
             )
         return response
+
+    def _audited_namespace(self, actor: access.Actor) -> Namespace | None:
+        """The namespace of the URL, if it is one of the actor's organisation (its admins read its log)."""
+        try:
+            namespace_id = uuid.UUID(str(self.kwargs.get("namespace_id", "")))
+        except ValueError:
+            return None
+        return Namespace.objects.filter(pk=namespace_id, organization=actor.organization).first()
 
     def finalize_response(self, request, response, *args, **kwargs):
         if self._audit_token is not None:
@@ -123,15 +134,13 @@ class SignupView(_CsrfAlways, _View):
     @extend_schema(request=s.SignupIn, responses={201: s.MeOut})
     def post(self, request):
         data = _valid(s.SignupIn, request.data)
-        # The new organisation's first entries name the person signing up (their user does not exist yet).
-        newcomer = audit.AuditActor(kind=audit.USER, label=data["email"].strip().lower())
-        with audit.acting(audit.AuditContext(actor=newcomer, source=client_address(request), via="rest")):
-            membership = accounts.signup(
-                email=data["email"],
-                password=data["password"],
-                organization_slug=data["organization"],
-                organization_name=data["organization_name"],
-            )
+        # The new organisation's first entries name the new person (accounts.signup binds them).
+        membership = accounts.signup(
+            email=data["email"],
+            password=data["password"],
+            organization_slug=data["organization"],
+            organization_name=data["organization_name"],
+        )
         login(request, membership.user, backend="django.contrib.auth.backends.ModelBackend")
         log.info("sign-up: organisation %s from %s", membership.organization.slug, client_address(request))
         return Response(_me(request), status=status.HTTP_201_CREATED)
