@@ -52,12 +52,17 @@ def target_of(method: str, request: Any) -> str:
         target = _workflow(request.execution)
     elif "workflow_id" in fields:
         target = f"workflow/{request.workflow_id}"
-    elif method in ("AddSearchAttributes", "RemoveSearchAttributes"):
-        return f"namespace/{request.namespace}"
+        if "run_id" in fields and request.run_id:
+            target += f"/{request.run_id}"
+    elif not getattr(request, "namespace", "") and "namespace_id" in fields:
+        return f"namespace/{request.namespace_id}"
     else:
         return f"namespace/{getattr(request, 'namespace', '')}"
     if "activity_id" in fields and request.activity_id:
         target += f"/activity/{request.activity_id}"
+    elif "execution" in fields and "id" in fields and request.id:
+        # PauseActivity, UnpauseActivity, ResetActivity, UpdateActivityOptions: `id` is the activity's.
+        target += f"/activity/{request.id}"
     return target
 
 
@@ -75,10 +80,12 @@ def details_of(method: str, request: Any) -> dict[str, Any]:
         details["update_name"] = request.request.input.name
     if method == "ResetWorkflowExecution":
         details["workflow_task_finish_event_id"] = request.workflow_task_finish_event_id
-    if method == "AddSearchAttributes":
+    if method in ("AddSearchAttributes", "RemoveSearchAttributes"):
         details["search_attributes"] = sorted(request.search_attributes)
-    if method == "RemoveSearchAttributes":
-        details["search_attributes"] = sorted(request.search_attributes)
+    if "execution" in fields and "type" in fields and request.type:
+        details["activity_type"] = request.type  # the activity operator calls, by type
+    if any(name in fields and getattr(request, name) for name in ("match_all", "unpause_all")):
+        details["all_activities"] = True
     return details
 
 

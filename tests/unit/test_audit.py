@@ -116,6 +116,48 @@ def test_binding_a_context_is_scoped():
             "workflow/order-1/r1",
             {"workflow_task_finish_event_id": 4},
         ),
+        (
+            "PauseActivity",
+            rr.PauseActivityRequest(
+                namespace="a.acme", execution=WorkflowExecution(workflow_id="order-1"), id="charge"
+            ),
+            "workflow/order-1/activity/charge",
+            {},
+        ),
+        (
+            "ResetActivity",
+            rr.ResetActivityRequest(
+                namespace="a.acme", execution=WorkflowExecution(workflow_id="order-1"), type="Charge"
+            ),
+            "workflow/order-1",
+            {"activity_type": "Charge"},
+        ),
+        (
+            "UnpauseActivity",
+            rr.UnpauseActivityRequest(
+                namespace="a.acme", execution=WorkflowExecution(workflow_id="order-1"), unpause_all=True
+            ),
+            "workflow/order-1",
+            {"all_activities": True},
+        ),
+        (
+            "PauseActivityExecution",
+            rr.PauseActivityExecutionRequest(
+                namespace="a.acme",
+                workflow_id="order-1",
+                run_id="r1",
+                activity_id="charge",
+                reason="card 4111",
+            ),
+            "workflow/order-1/r1/activity/charge",
+            {},
+        ),
+        (
+            "PauseWorkflowExecution",
+            rr.PauseWorkflowExecutionRequest(namespace="a.acme", workflow_id="order-1", run_id="r1"),
+            "workflow/order-1/r1",
+            {},
+        ),
     ],
 )
 def test_targets_and_details_carry_ids_and_names_never_payloads(method, request_message, target, details):
