@@ -12,6 +12,10 @@ the gRPC interceptor records run operations after the call with its status code 
 Entries never hold payloads (workflow inputs, signal arguments, results, memos) or secrets (API keys,
 their hashes, passwords, tokens, data keys): keys are named by `pdk_<prefix>` and their name, people by
 id and email, and details carry only the names and settings a change set.
+
+Retention (`prune`) is the one deletion path: it removes entries older than PERDURA_AUDIT_RETENTION_DAYS,
+telling the Postgres trigger its cutoff through a transaction-local setting; the trigger still refuses
+every UPDATE, every other DELETE, and any cutoff younger than 30 days (migration 0006).
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ import contextvars
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import QuerySet
-from perdura import clock
+from perdura import clock, env
 
 from tenants import api_keys
 from tenants.models import AuditEvent, Namespace, Organization
@@ -234,3 +240,73 @@ def parse_time(text: str) -> datetime:
             "from now (24h, 7d)"
         ) from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+# --- retention ------------------------------------------------------------------------------------
+
+PRUNE_BATCH = 5000
+"""Entries deleted per transaction: a long-unpruned log goes in short transactions, not one huge one."""
+_PRUNE_SETTING = "perdura.audit_prune"
+"""The transaction-local Postgres setting that lets the append-only trigger accept this path's deletes."""
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    """What `prune` did."""
+
+    deleted: int
+    """Entries deleted."""
+    cutoff: datetime | None
+    """Entries older than this were deleted; None when the retention keeps everything."""
+
+
+def prune(*, retention_days: int | None = None, batch: int = PRUNE_BATCH) -> PruneResult:
+    """Delete the entries older than the retention: the only way an entry ever leaves the log.
+
+    On Postgres each batch's transaction sets `perdura.audit_prune` to the cutoff (SET LOCAL), which
+    is what the append-only trigger checks: it lets a DELETE through only for a row older than that
+    cutoff, and only if the cutoff is at least 30 days old, so no path can remove recent history, and
+    UPDATE stays refused. A prune that deleted something is itself recorded (`audit.prune`, in the
+    operator's log, with the cutoff and the count). Idempotent: running it again deletes nothing more.
+
+    Args:
+        retention_days: days to keep (default PERDURA_AUDIT_RETENTION_DAYS); 0 keeps everything.
+        batch: entries deleted per transaction.
+
+    Raises:
+        ValueError: a retention shorter than 30 days (other than 0).
+    """
+    days = settings.PERDURA_AUDIT_RETENTION_DAYS if retention_days is None else retention_days
+    if days == 0:
+        return PruneResult(deleted=0, cutoff=None)
+    if days < env.AUDIT_RETENTION_MIN_DAYS:
+        raise ValueError(
+            f"the audit retention is at least {env.AUDIT_RETENTION_MIN_DAYS} days (0: forever), not {days}"
+        )
+    cutoff = clock.now() - timedelta(days=days)
+    table = connection.ops.quote_name(AuditEvent._meta.db_table)
+    postgres = connection.vendor == "postgresql"
+    deleted = 0
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            if postgres:
+                cursor.execute("SELECT set_config(%s, %s, true)", [_PRUNE_SETTING, cutoff.isoformat()])
+            cursor.execute(
+                f"DELETE FROM {table} WHERE id IN "
+                f"(SELECT id FROM {table} WHERE time < %s ORDER BY id LIMIT %s)",
+                [cutoff, batch],
+            )
+            count = cursor.rowcount
+            if postgres:
+                # Inside a caller's transaction SET LOCAL would outlive this block: clear it now.
+                cursor.execute("SELECT set_config(%s, '', true)", [_PRUNE_SETTING])
+        deleted += count
+        if count < batch:
+            break
+    if deleted:
+        record(
+            action="audit.prune",
+            target="audit",
+            details={"cutoff": cutoff.isoformat(), "retention_days": days, "deleted": deleted},
+        )
+    return PruneResult(deleted=deleted, cutoff=cutoff)

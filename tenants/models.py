@@ -160,7 +160,8 @@ class AuditEvent(models.Model):
 
     Organisation and namespace are plain ids, not foreign keys: an entry outlives what it names, and
     no cascade may ever delete or rewrite one. On Postgres a trigger refuses UPDATE and DELETE
-    (migration 0005). Entries never hold payloads or secrets (tenants/audit.py).
+    (migration 0005), except the retention's deletes of old entries (`audit.prune`, migration 0006).
+    Entries never hold payloads or secrets (tenants/audit.py).
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -186,6 +187,7 @@ class AuditEvent(models.Model):
         indexes = [
             models.Index(fields=["organization_id", "time"], name="audit_org_time"),
             models.Index(fields=["namespace_id", "time"], name="audit_namespace_time"),
+            models.Index(fields=["time"], name="audit_time"),  # retention (tenants/audit.py prune)
         ]
 
     def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]

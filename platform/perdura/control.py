@@ -265,8 +265,30 @@ def _audit_export(args: argparse.Namespace) -> None:
     print(f"{count} audit entries", file=sys.stderr)
 
 
+def _audit_prune(args: argparse.Namespace) -> None:
+    _django()
+    from tenants import audit
+
+    try:
+        result = audit.prune(retention_days=args.retention_days)
+    except ValueError as e:
+        _fail(str(e))
+    if result.cutoff is None:
+        print("the audit retention is 0 (keep forever): nothing pruned")
+    else:
+        print(
+            f"{result.deleted} audit entries older than {result.cutoff.isoformat(timespec='seconds')} deleted"
+        )
+
+
+def _retention_days(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"a whole number of days, not {text!r}")
+    return int(text)
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Register `org`, `namespace`, `apikey` and `audit` on the `perdura` command."""
+    """Register `org`, `namespace`, `apikey` and `audit` (export, prune) on the `perdura` command."""
     org = sub.add_parser("org", help="manage organisations")
     org_sub = org.add_subparsers(dest="org_command", required=True)
     org_create = org_sub.add_parser("create", help="create an organisation with its first owner")
@@ -326,7 +348,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     listing.add_argument("--org", required=True)
     listing.set_defaults(func=_apikey_list)
 
-    log = sub.add_parser("audit", help="read the audit log")
+    log = sub.add_parser("audit", help="read (export) and prune the audit log")
     log_sub = log.add_subparsers(dest="audit_command", required=True)
     export = log_sub.add_parser("export", help="print audit entries as JSON Lines, oldest first")
     export.add_argument("--org", help="the organisation (default: the operator's own namespaces)")
@@ -334,3 +356,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--since", help="RFC 3339 time or a duration back from now (e.g. 24h, 7d)")
     export.add_argument("--until", help="RFC 3339 time or a duration back from now (exclusive)")
     export.set_defaults(func=_audit_export)
+    prune = log_sub.add_parser(
+        "prune", help="delete audit entries older than the retention (PERDURA_AUDIT_RETENTION_DAYS)"
+    )
+    prune.add_argument(
+        "--retention-days",
+        type=_retention_days,
+        help="days to keep instead of PERDURA_AUDIT_RETENTION_DAYS (at least 30; 0 keeps everything)",
+    )
+    prune.set_defaults(func=_audit_prune)

@@ -36,6 +36,26 @@ def master_key() -> str | None:
     return os.environ.get("PERDURA_MASTER_KEY") or None
 
 
+AUDIT_RETENTION_MIN_DAYS = 30
+"""The shortest audit retention allowed; the database refuses to prune younger entries (tenants migration 0006)."""
+
+
+def audit_retention_days() -> int:
+    """PERDURA_AUDIT_RETENTION_DAYS: how many days audit entries are kept (default 400, a year and a
+    margin); 0 keeps them forever. Shorter than 30 days is refused: the last month is never pruned."""
+    value = os.environ.get("PERDURA_AUDIT_RETENTION_DAYS", "").strip() or "400"
+    try:
+        days = int(value)
+    except ValueError:
+        days = -1
+    if days != 0 and days < AUDIT_RETENTION_MIN_DAYS:
+        raise SystemExit(
+            f"PERDURA_AUDIT_RETENTION_DAYS must be a number of days of at least {AUDIT_RETENTION_MIN_DAYS}, "
+            f"or 0 to keep the audit log forever, not {value!r}"
+        )
+    return days
+
+
 def dev_mode() -> bool:
     """True inside `perdura dev`: loopback clients need no credentials, the master key may be generated."""
     return os.environ.get("PERDURA_DEV") == "1"

@@ -110,6 +110,8 @@ PERDURA_AUTH_FAILURES = int(env.number("PERDURA_AUTH_FAILURES", 20, integer=True
 # Per-organisation caps (Temporal Cloud starts accounts at 10 namespaces).
 PERDURA_ORG_MAX_NAMESPACES = int(env.number("PERDURA_ORG_MAX_NAMESPACES", 10, integer=True))
 PERDURA_ORG_MAX_API_KEYS = int(env.number("PERDURA_ORG_MAX_API_KEYS", 100, integer=True))
+# How long audit entries are kept (days; 0: forever): `perdura audit prune` and beat delete older ones.
+PERDURA_AUDIT_RETENTION_DAYS = env.audit_retention_days()
 
 # The web app (`perdura web`, and the UI port of `perdura dev`): accounts, the REST API (tenants/rest/).
 AUTHENTICATION_BACKENDS = [
