@@ -7,9 +7,11 @@ Two steps:
   and ``--noise`` more in a second namespace. It is a visibility benchmark, so the rows are written
   straight into the tables with ``COPY`` (an execution row and its visibility record per run, as the
   engine would leave them after the run's last visible change), not started through the API: a million
-  starts would take hours and measure the write path, which ``throughput.py`` already does. Secondary
-  indexes are dropped during the copy and rebuilt from their own definitions afterwards, then the
-  tables are vacuumed and analysed. A ``perdura api`` is then started on that database.
+  starts would take hours and measure the write path, which ``throughput.py`` already does. The custom
+  search attributes are registered first in both namespaces (by Perdura's own service, which gives the
+  scalar ones their slot columns), and each record carries its slot values as the engine writes them.
+  Secondary indexes are dropped during the copy and rebuilt from their own definitions afterwards, then
+  the tables are vacuumed and analysed. A ``perdura api`` is then started on that database.
 * **query** (any server, ``--address``): the five custom search attributes are registered if missing
   (OperatorService), then every query below is sent ``--repetitions`` times through the official SDK's
   raw gRPC stubs (``ListWorkflowExecutions`` with page size 100, ``CountWorkflowExecutions``) and p50/p99
@@ -152,8 +154,21 @@ def _iso(micros: int) -> str:
     )
 
 
-def generate(namespace_id: uuid.UUID, first_id: int, count: int, anchor_us: int, seed: int) -> Iterator[Rows]:
-    """`count` runs of one namespace, execution ids from `first_id`, started over the 90 days before the anchor."""
+def generate(
+    namespace_id: uuid.UUID,
+    first_id: int,
+    count: int,
+    anchor_us: int,
+    seed: int,
+    slots: dict[str, str] | None = None,
+    slot_columns: tuple[str, ...] = (),
+) -> Iterator[Rows]:
+    """`count` runs of one namespace, execution ids from `first_id`, started over the 90 days before the anchor.
+
+    Each record ends with its `slot_columns`: the value of the attribute the namespace keeps in each
+    (`slots`: attribute name to slot column), or None.
+    """
+    by_slot = {slot: name for name, slot in (slots or {}).items()}
     rnd = random.Random(seed)
     type_cum = _cumulative([t[2] for t in WORKFLOW_TYPES])
     status_cum = _cumulative([s[1] for s in STATUSES])
@@ -216,6 +231,7 @@ def generate(namespace_id: uuid.UUID, first_id: int, count: int, anchor_us: int,
                 parent[0] if parent else None, parent[1] if parent else None,
                 parent[0] if parent else workflow_id, parent[1] if parent else run_id, run_id,
                 b"", attrs.SerializeToString(), json.dumps(custom, separators=(",", ":")),
+                *(custom.get(by_slot[c]) if c in by_slot else None for c in slot_columns),
             ),
         )  # fmt: skip
 
@@ -267,11 +283,28 @@ def _loaded_anchor(database_url: str, runs: int, noise: int) -> datetime | None:
     return row[0]
 
 
-def _copy(cur: psycopg.Cursor, chunk: list[Rows]) -> None:
+def register_search_attributes(env: dict[str, str], namespaces: list[str]) -> None:
+    """Register the custom attributes through Perdura's service (which assigns their slot columns)."""
+    attributes = {name: int(t) for name, t in SEARCH_ATTRIBUTES.items()}
+    code = (
+        "from tenants.models import Namespace\n"
+        "from visibility.services import search_attributes_add\n"
+        f"for name in {namespaces!r}:\n"
+        f"    search_attributes_add(namespace=Namespace.objects.get(name=name), attributes={attributes!r})\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"registering the search attributes failed:\n{done.stderr[-4000:]}")
+
+
+def _copy(cur: psycopg.Cursor, chunk: list[Rows], slot_columns: tuple[str, ...]) -> None:
     with cur.copy(f"COPY engine_execution ({EXECUTION_COLUMNS}) FROM STDIN") as copy:
         for rows in chunk:
             copy.write_row(rows.execution)
-    with cur.copy(f"COPY visibility_visibilityrecord ({RECORD_COLUMNS}) FROM STDIN") as copy:
+    columns = ", ".join([RECORD_COLUMNS, *slot_columns])
+    with cur.copy(f"COPY visibility_visibilityrecord ({columns}) FROM STDIN") as copy:
         for rows in chunk:
             copy.write_row(rows.record)
 
@@ -281,6 +314,8 @@ def load(args: argparse.Namespace, database_url: str, env: dict[str, str]) -> da
     if args.reuse and (anchor := _loaded_anchor(database_url, args.runs, args.noise)) is not None:
         t0 = time.perf_counter()
         _perdura(env, "migrate")  # the schema of this checkout (new indexes are built on the loaded rows)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("ANALYZE visibility_visibilityrecord")  # columns a migration may have filled
         print(
             f"reusing {args.db} (loaded with anchor {anchor.isoformat()}), migrated in {time.perf_counter() - t0:.1f}s"
         )
@@ -291,11 +326,19 @@ def load(args: argparse.Namespace, database_url: str, env: dict[str, str]) -> da
     t0 = time.perf_counter()
     _perdura(env, "migrate")
     _perdura(env, "namespace", "create", NOISE_NAMESPACE)
+    register_search_attributes(env, ["default", NOISE_NAMESPACE])
     print(f"created and migrated {args.db} in {time.perf_counter() - t0:.1f}s")
     anchor = datetime.now(UTC).replace(microsecond=0)
     anchor_us = int(anchor.timestamp()) * 10**6
     with psycopg.connect(database_url) as conn:
         ids = dict(conn.execute("SELECT name, id FROM tenants_namespace").fetchall())
+        slots: dict[uuid.UUID, dict[str, str]] = {}
+        for namespace_id, name, slot in conn.execute(
+            "SELECT namespace_id, name, slot FROM visibility_customsearchattribute WHERE slot IS NOT NULL"
+        ).fetchall():
+            slots.setdefault(namespace_id, {})[name] = slot
+        slot_columns = tuple(sorted({slot for mapping in slots.values() for slot in mapping.values()}))
+        print("slot columns: " + ", ".join(f"{n} -> {s}" for n, s in sorted(slots[ids["default"]].items())))
         # Secondary indexes are rebuilt after the copy (much faster than maintaining them row by row).
         indexes = conn.execute(
             "SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.tablename = ANY(%s) AND NOT EXISTS "
@@ -314,14 +357,17 @@ def load(args: argparse.Namespace, database_url: str, env: dict[str, str]) -> da
             done = 0
             for namespace_id, first, count, seed in parts:
                 chunk: list[Rows] = []
-                for rows in generate(namespace_id, first, count, anchor_us, seed):
+                runs = generate(
+                    namespace_id, first, count, anchor_us, seed, slots.get(namespace_id), slot_columns
+                )
+                for rows in runs:
                     chunk.append(rows)
                     if len(chunk) == 100_000:
-                        _copy(cur, chunk)
+                        _copy(cur, chunk, slot_columns)
                         done += len(chunk)
                         chunk = []
                         print(f"  {done:,} runs ({time.perf_counter() - t0:.0f}s)", flush=True)
-                _copy(cur, chunk)
+                _copy(cur, chunk, slot_columns)
             cur.execute("SET session_replication_role = origin")
         conn.commit()
         print(f"copied {args.runs + args.noise:,} runs in {time.perf_counter() - t0:.1f}s", flush=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from tenants.models import Namespace
+from visibility import slots
 
 
 class CustomSearchAttribute(models.Model):
@@ -14,9 +16,29 @@ class CustomSearchAttribute(models.Model):
     name = models.CharField(max_length=64)
     type = models.SmallIntegerField()
     """temporal.api.enums.v1.IndexedValueType."""
+    slot = models.CharField(max_length=16, null=True)  # noqa: DJ001
+    """The record's typed column holding this attribute's values (visibility.slots), or None: JSON only."""
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="custom_sa_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "name"], name="custom_sa_unique_name"),
+            # NULLs are distinct: any number of attributes may have no slot.
+            models.UniqueConstraint(fields=["namespace", "slot"], name="custom_sa_unique_slot"),
+        ]
+
+
+class CodePointTextField(models.TextField):  # type: ignore[type-arg]
+    """Text compared and ordered by code point: collation "C" on Postgres (SQLite's BINARY already is).
+
+    Keyword comparisons are in code-point order on every backend; with the column's own collation "C"
+    its index serves them (an index in the database's collation cannot answer `COLLATE "C"`).
+    """
+
+    def db_parameters(self, connection: BaseDatabaseWrapper) -> dict[str, object]:
+        params = super().db_parameters(connection)
+        if connection.vendor == "postgresql":
+            params["collation"] = "C"
+        return params
 
 
 DEFAULT_ORDER = ["-close_sort", "-start_time", "-execution"]
@@ -29,7 +51,9 @@ class VisibilityRecord(models.Model):
     System attributes are typed columns; times are microseconds since the epoch (exact equality and
     ordering on SQLite and Postgres alike) and ExecutionDuration is nanoseconds, as Temporal counts it.
     Custom and predefined map attributes are one JSON document of typed values (`custom`): jsonb with
-    a GIN index on Postgres, JSON1 on SQLite.
+    a GIN index on Postgres, JSON1 on SQLite. Custom Keyword, Int, Double, Bool and Datetime attributes
+    are also copied into the namespace's typed slot columns (visibility.slots), each with a partial
+    index: NULL (not indexed) where the run has no value, or the namespace no attribute in that slot.
     """
 
     execution = models.OneToOneField(
@@ -62,6 +86,30 @@ class VisibilityRecord(models.Model):
     """The run's search attribute map as given (a serialized SearchAttributes), returned by list."""
     custom = models.JSONField(default=dict)
     """Typed values of the map's attributes by name (see visibility.search_attributes.decode_value)."""
+    # Slot columns (visibility.slots.SLOTS): copies of custom values, written with the record.
+    keyword01 = CodePointTextField(null=True)
+    keyword02 = CodePointTextField(null=True)
+    keyword03 = CodePointTextField(null=True)
+    keyword04 = CodePointTextField(null=True)
+    keyword05 = CodePointTextField(null=True)
+    keyword06 = CodePointTextField(null=True)
+    keyword07 = CodePointTextField(null=True)
+    keyword08 = CodePointTextField(null=True)
+    keyword09 = CodePointTextField(null=True)
+    keyword10 = CodePointTextField(null=True)
+    int01 = models.BigIntegerField(null=True)
+    int02 = models.BigIntegerField(null=True)
+    int03 = models.BigIntegerField(null=True)
+    double01 = models.FloatField(null=True)
+    double02 = models.FloatField(null=True)
+    double03 = models.FloatField(null=True)
+    bool01 = models.BooleanField(null=True)
+    bool02 = models.BooleanField(null=True)
+    bool03 = models.BooleanField(null=True)
+    datetime01 = models.BigIntegerField(null=True)
+    """Microseconds since the epoch, like the system time columns."""
+    datetime02 = models.BigIntegerField(null=True)
+    datetime03 = models.BigIntegerField(null=True)
 
     class Meta:
         indexes = [
@@ -75,4 +123,14 @@ class VisibilityRecord(models.Model):
             models.Index(fields=["namespace", "-start_time", "-execution"], name="vis_start_order"),
             models.Index(fields=["namespace", "run_id"], name="vis_by_run_id"),
             models.Index(fields=["namespace", "parent_workflow_id"], name="vis_by_parent"),
+            # One per slot, partial: an equality and the default order is one range scan, a range on the
+            # slot an index range; runs without a value (namespaces not using the slot) are not indexed.
+            *(
+                models.Index(
+                    fields=["namespace", slot, *DEFAULT_ORDER],
+                    name=f"vis_slot_{slot}",
+                    condition=models.Q(**{f"{slot}__isnull": False}),
+                )
+                for slot in slots.COLUMNS
+            ),
         ]

@@ -1,10 +1,11 @@
-"""Each namespace's custom search attributes, cached in-process (a miss re-reads, so adds show at once)."""
+"""Each namespace's custom search attributes and their slots, cached in-process (a miss re-reads, so adds show at once)."""
 
 from __future__ import annotations
 
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 
 from visibility.models import CustomSearchAttribute
 from visibility.search_attributes import SYSTEM, SaType
@@ -12,19 +13,41 @@ from visibility.search_attributes import SYSTEM, SaType
 _TTL_SECONDS = 5.0
 _MIN_RELOAD_SECONDS = 0.2
 _lock = threading.Lock()
-_cache: dict[str, tuple[float, dict[str, SaType]]] = {}
 
 
-def _load(namespace_id: str) -> dict[str, SaType]:
-    rows = CustomSearchAttribute.objects.filter(namespace_id=namespace_id).values_list("name", "type")
-    types = {name: SaType(t) for name, t in rows}
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """A namespace's custom attributes as read at one moment: types and slots agree with each other."""
+
+    types: dict[str, SaType] = field(default_factory=dict)
+    """Type of each custom attribute, by name."""
+    slots: dict[str, str] = field(default_factory=dict)
+    """Slot column of each attribute that has one (visibility.slots), by name."""
+
+
+_cache: dict[str, tuple[float, Registered]] = {}
+
+
+def _load(namespace_id: str) -> Registered:
+    rows = list(
+        CustomSearchAttribute.objects.filter(namespace_id=namespace_id).values_list("name", "type", "slot")
+    )
+    registered = Registered(
+        types={name: SaType(t) for name, t, _ in rows},
+        slots={name: slot for name, _, slot in rows if slot is not None},
+    )
     with _lock:
-        _cache[namespace_id] = (time.monotonic(), types)
-    return types
+        _cache[namespace_id] = (time.monotonic(), registered)
+    return registered
 
 
-def custom_types(namespace_id: uuid.UUID | str, *, names: object = ()) -> dict[str, SaType]:
-    """The namespace's custom attributes by name.
+def custom_attributes(namespace_id: uuid.UUID | str, *, names: object = ()) -> Registered:
+    """The namespace's custom attributes: types and slots by name.
+
+    A process may see a removal up to 5 s late (another process's change; its own are seen at once).
+    Writers of slot columns re-check the slot in the database as they write (see
+    visibility.backends.sql.record_upsert_txn), so a stale entry never puts a value in another
+    attribute's slot.
 
     Args:
         namespace_id: the namespace.
@@ -37,10 +60,18 @@ def custom_types(namespace_id: uuid.UUID | str, *, names: object = ()) -> dict[s
     now = time.monotonic()
     if entry is None or now - entry[0] > _TTL_SECONDS:
         return _load(key)
-    loaded_at, types = entry
-    if now - loaded_at > _MIN_RELOAD_SECONDS and any(n not in types and n not in SYSTEM for n in names):  # type: ignore[attr-defined]
+    loaded_at, registered = entry
+    if now - loaded_at > _MIN_RELOAD_SECONDS and any(
+        n not in registered.types and n not in SYSTEM
+        for n in names  # type: ignore[attr-defined]
+    ):
         return _load(key)
-    return types
+    return registered
+
+
+def custom_types(namespace_id: uuid.UUID | str, *, names: object = ()) -> dict[str, SaType]:
+    """The namespace's custom attributes by name (see `custom_attributes`)."""
+    return custom_attributes(namespace_id, names=names).types
 
 
 def forget(namespace_id: uuid.UUID | str) -> None:

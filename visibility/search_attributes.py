@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import math
@@ -205,11 +206,14 @@ def decode_value(name: str, t: SaType, payload: Payload) -> object:
         if isinstance(decoded, list) and all(isinstance(v, str) for v in decoded):
             return decoded or None
     elif t == SaType.Int:
-        if isinstance(decoded, int) and not isinstance(decoded, bool):
+        # An int64, as Temporal decodes it (and as the Int slot columns hold it).
+        if isinstance(decoded, int) and not isinstance(decoded, bool) and -(2**63) <= decoded < 2**63:
             return decoded
     elif t == SaType.Double:
-        if isinstance(decoded, int | float) and not isinstance(decoded, bool) and math.isfinite(decoded):
-            return float(decoded)
+        if isinstance(decoded, int | float) and not isinstance(decoded, bool):
+            with contextlib.suppress(OverflowError):  # an integer past the largest double
+                if math.isfinite(float(decoded)):
+                    return float(decoded)
     elif t == SaType.Bool:
         if isinstance(decoded, bool):
             return decoded

@@ -38,7 +38,8 @@ def filter_parse(*, namespace_id: uuid.UUID, query: str, count: bool = False) ->
         else:
             names.add(node.attr.name)
     names.update(t.attr.name for t in parsed.order_by)
-    return resolve(parsed, registry.custom_types(namespace_id, names=names), count=count)
+    registered = registry.custom_attributes(namespace_id, names=names)
+    return resolve(parsed, registered.types, count=count, slots=registered.slots)
 
 
 def execution_list(

@@ -59,10 +59,13 @@ def record_write_txn(execution: Execution, state: MutableState, m: Mutation | No
     namespace_id = execution.namespace_id
     search_attributes = b""
     custom: dict[str, object] = {}
+    slots: dict[str, str] = {}
     if state.search_attributes:
         parsed = SearchAttributes.FromString(state.search_attributes)
         names = list(parsed.indexed_fields)
-        custom = stored_values(parsed, registry.custom_types(namespace_id, names=names))
+        registered = registry.custom_attributes(namespace_id, names=names)
+        custom = stored_values(parsed, registered.types)
+        slots = registered.slots
         empty = [name for name, p in parsed.indexed_fields.items() if p.data in (b"", b"null")]
         for name in empty:  # a null value at start means "not set", as an upsert of null removes it
             del parsed.indexed_fields[name]
@@ -101,7 +104,8 @@ def record_write_txn(execution: Execution, state: MutableState, m: Mutation | No
             else b"",
             search_attributes=search_attributes,
             custom=custom,
-        )
+        ),
+        slots=slots,
     )
 
 

@@ -2,7 +2,9 @@
 
 Each test loads records into a fresh namespace of the backend under test and asks through the common
 interface (visibility.backends.base.VisibilityBackend); answers are checked against the in-memory
-evaluation of the AST. OpenSearch is osmem-server unless PERDURA_TEST_OPENSEARCH_URL names a cluster.
+evaluation of the AST. On SQL the custom attributes are registered with slots (SLOTS: every scalar one),
+so filters read the slot columns. OpenSearch is osmem-server unless PERDURA_TEST_OPENSEARCH_URL names
+a cluster.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 from tests.integration.test_visibility_sql import (
     BASE,
     CUSTOM,
+    SLOTS,
     _blank,
     _isolated,
     _memory_view,
@@ -28,6 +31,7 @@ from tests.integration.test_visibility_sql import (
     _to_record,
     filters,
     records,
+    register,
 )
 from tests.support import opensearch as support
 from visibility import selectors
@@ -61,8 +65,10 @@ class Harness:
             )
             assert all(a.done for a in acks), [a.error for a in acks if not a.done]
             return
+        for namespace in {r.namespace_id for r in rows}:
+            register(self.conn or connection, namespace, SLOTS)
         for row in rows:
-            sql.record_upsert_txn(row, self.conn)
+            sql.record_upsert_txn(row, self.conn, slots=SLOTS)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -107,7 +113,7 @@ def harness(request) -> Harness:  # type: ignore[no-untyped-def]
 
 
 def _q(text: str, count: bool = False) -> ast.Query:
-    return resolve(parse(text), CUSTOM, count=count)
+    return resolve(parse(text), CUSTOM, count=count, slots=SLOTS)
 
 
 def _rows(namespace: uuid.UUID, n: int, **changes: object) -> list[sql.Record]:
@@ -164,6 +170,12 @@ QUERIES = [
     "CloseTime > '2026-01-01T00:00:10Z'",
     "When < '2026-01-01T00:00:00.000009Z'",
     "`Odd Name` = 'o.k'",
+    "Kw > 'a' OR Kw STARTS_WITH 'a'",
+    "Kw NOT IN ('b') AND Num NOT IN (1)",
+    "Num IN (1, -2) AND Dbl <= 0.5",
+    "When BETWEEN '2026-01-01T00:00:00.000002Z' AND '2026-01-01T00:00:00.000009Z'",
+    "When NOT BETWEEN '2026-01-01T00:00:00.000002Z' AND '2026-01-01T00:00:00.000009Z'",
+    "Flag != false AND `Odd Name` IS NULL",
     "NOT (Kw = 'a' AND Flag = true)",
     "StartTime = '2026-01-01T00:00:02Z' OR NOT (HistoryLength NOT IN (1, 2))",
 ]
@@ -254,6 +266,8 @@ def test_order_by_sorts_missing_values_last(harness) -> None:  # type: ignore[no
         for text, key, desc in [
             ("ORDER BY Num", lambda r: r.custom.get("Num"), False),
             ("ORDER BY WorkflowId DESC", lambda r: r.workflow_id, True),
+            ("ORDER BY Kw DESC", lambda r: r.custom.get("Kw"), True),
+            ("Num IS NOT NULL ORDER BY When", lambda r: r.custom.get("When"), False),
             ("Kw IS NOT NULL ORDER BY HistoryLength DESC", lambda r: r.history_length, True),
         ]:
             query = _q(text)

@@ -1,7 +1,8 @@
 """The SQL visibility backend against the in-memory evaluation of the AST, on Postgres and on SQLite.
 
 Random filters (rendered as text, parsed and resolved like a client's) over random records must select
-exactly the records the plain evaluator selects, in the namespace asked about and nowhere else.
+exactly the records the plain evaluator selects, in the namespace asked about and nowhere else, with
+the custom attributes compiled on their slot columns and on the JSON document alike.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from visibility.backends import sql
-from visibility.models import VisibilityRecord
+from visibility.models import CustomSearchAttribute, VisibilityRecord
 from visibility.query import ast
 from visibility.query.memory import matches
 from visibility.query.parser import QueryError, parse
@@ -40,6 +41,17 @@ CUSTOM = {
     "When": SaType.Datetime,
     "Odd Name": SaType.Keyword,
 }
+SLOTS = {
+    "Kw": "keyword01",
+    "Num": "int01",
+    "Dbl": "double01",
+    "Flag": "bool01",
+    "When": "datetime01",
+    "Odd Name": "keyword02",
+}
+"""Slots of NAMESPACE's attributes (Text and KeywordList have none: the JSON document only)."""
+OTHER_SLOTS = {**SLOTS, "Kw": "keyword02", "Odd Name": "keyword01", "Num": "int03", "When": "datetime02"}
+"""OTHER's: the same names in other slots, so a filter reading the wrong namespace's slot would show."""
 BASE = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
 WORDS = ["a", "ab", "b", "o'k", "Ab", "ba"]
 TEXT_WORDS = ["alpha", "beta", "Gamma", "delta"]
@@ -186,6 +198,22 @@ def _to_record(namespace: uuid.UUID, values: dict[str, object]) -> sql.Record:
     )
 
 
+def register(conn, namespace: uuid.UUID, slots: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    """Register CUSTOM in `namespace` with these slots (rows the writers' slot check reads)."""
+    ns = namespace if conn.features.has_native_uuid_field else namespace.hex
+    with conn.cursor() as cursor:
+        for name, t in CUSTOM.items():
+            cursor.execute(
+                "INSERT INTO visibility_customsearchattribute (namespace_id, name, type, slot) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [ns, name, int(t), slots.get(name)],
+            )
+
+
+def slots_of(namespace: uuid.UUID) -> dict[str, str]:
+    return OTHER_SLOTS if namespace == OTHER else SLOTS
+
+
 def _memory_view(record: sql.Record) -> dict[str, object]:
     view: dict[str, object] = {name: getattr(record, c.column) for name, c in COLUMNS.items()}
     view.update(record.custom)
@@ -221,6 +249,7 @@ def _sqlite() -> Iterator[SqliteWrapper]:
     wrapper.ensure_connection()
     wrapper.disable_constraint_checking()
     with wrapper.schema_editor(atomic=False) as editor:
+        editor.create_model(CustomSearchAttribute)
         editor.create_model(VisibilityRecord)
     wrapper.disable_constraint_checking()  # the run and namespace tables are not here
     yield wrapper
@@ -230,8 +259,10 @@ def _sqlite() -> Iterator[SqliteWrapper]:
 def _load(conn, rows: list[sql.Record]) -> None:  # type: ignore[no-untyped-def]
     with conn.cursor() as cursor:
         cursor.execute(f"DELETE FROM {sql.TABLE}")
+    register(conn, NAMESPACE, SLOTS)
+    register(conn, OTHER, OTHER_SLOTS)
     for row in rows:
-        sql.record_upsert_txn(row, conn)
+        sql.record_upsert_txn(row, conn, slots=slots_of(row.namespace_id))
 
 
 def _all_pages(conn, query: ast.Query, page_size: int) -> list[int]:  # type: ignore[no-untyped-def]
@@ -254,23 +285,29 @@ def _all_pages(conn, query: ast.Query, page_size: int) -> list[int]:  # type: ig
     page_size=st.integers(1, 5),
 )
 def test_sql_matches_memory(sqlite, mine, theirs, text, page_size) -> None:  # type: ignore[no-untyped-def]
-    """SQL on Postgres and SQLite selects exactly what the in-memory evaluation selects."""
+    """SQL on Postgres and SQLite selects exactly what the in-memory evaluation selects.
+
+    Each filter is compiled twice over the same records: on the slot columns and on the JSON document
+    (as for an attribute without a slot); both must give the evaluator's answer.
+    """
     try:
-        query = resolve(parse(text), CUSTOM, count=False)
+        slotted = resolve(parse(text), CUSTOM, count=False, slots=SLOTS)
+        unslotted = resolve(parse(text), CUSTOM, count=False)
     except QueryError as e:  # pragma: no cover - the strategies only draw valid filters
         raise AssertionError(f"{text}: {e}") from e
     rows = [_to_record(NAMESPACE, v) for v in mine] + [_to_record(OTHER, v) for v in theirs]
     expected = sorted(
-        r.execution_id for r in rows if r.namespace_id == NAMESPACE and matches(query, _memory_view(r))
+        r.execution_id for r in rows if r.namespace_id == NAMESPACE and matches(slotted, _memory_view(r))
     )
     for conn in (connection, sqlite):
         with _isolated(conn):
             _load(conn, rows)
-            listed = _all_pages(conn, query, page_size)
-            assert sorted(listed) == expected, (conn.vendor, text)
-            assert len(set(listed)) == len(listed), "a run appeared on two pages"
-            count, _ = sql.count_records(NAMESPACE, query, conn)
-            assert count == len(expected), (conn.vendor, text)
+            for query, how in ((slotted, "slots"), (unslotted, "json")):
+                listed = _all_pages(conn, query, page_size)
+                assert sorted(listed) == expected, (conn.vendor, how, text)
+                assert len(set(listed)) == len(listed), "a run appeared on two pages"
+                count, _ = sql.count_records(NAMESPACE, query, conn)
+                assert count == len(expected), (conn.vendor, how, text)
 
 
 def test_default_order_and_group_by(sqlite) -> None:  # type: ignore[no-untyped-def]
@@ -296,14 +333,14 @@ def test_injection_is_a_literal(sqlite) -> None:  # type: ignore[no-untyped-def]
     """Quotes and SQL in a string literal are data: they match nothing and break nothing."""
     rows = [_to_record(NAMESPACE, _blank())]
     hostile = "x' OR 1=1 --"
-    query = resolve(
-        parse(f"WorkflowId = {_quote(hostile)} OR `Odd Name` = {json.dumps(hostile)}"), CUSTOM, count=False
-    )
-    for conn in (connection, sqlite):
-        with _isolated(conn):
-            _load(conn, rows)
-            assert _all_pages(conn, query, 10) == []
-            assert sql.count_records(NAMESPACE, query, conn)[0] == 0
+    text = f"WorkflowId = {_quote(hostile)} OR `Odd Name` = {json.dumps(hostile)} OR Kw > {_quote(hostile)}"
+    for slots in (SLOTS, {}):
+        query = resolve(parse(text), CUSTOM, count=False, slots=slots)
+        for conn in (connection, sqlite):
+            with _isolated(conn):
+                _load(conn, rows)
+                assert _all_pages(conn, query, 10) == []
+                assert sql.count_records(NAMESPACE, query, conn)[0] == 0
 
 
 def _blank() -> dict[str, object]:

@@ -166,6 +166,8 @@ def payload(data: bytes, t: bytes | None = None) -> Payload:
         ("Unknown1", b'"x"', "Namespace default has no mapping defined for search attribute Unknown1"),
         ("CustomIntField", b'"x"', "invalid value for search attribute CustomIntField of type Int: x"),
         ("CustomIntField", b"1.5", "of type Int: 1.5"),
+        ("CustomIntField", b"9223372036854775808", "of type Int: 9223372036854775808"),  # past int64
+        ("CustomDoubleField", b"1" + b"0" * 400, "of type Double"),  # past the largest double
         ("CustomKeywordField", b"5", "of type Keyword: 5"),
         ("CustomDatetimeField", b'"notadate"', "of type Datetime: notadate"),
         ("CustomKeywordListField", b'"single"', "of type KeywordList: single"),

@@ -9,6 +9,10 @@ each comparison's complement), so each comparison is true only for a run that ha
 matches. A comparison on a missing attribute is then false instead of SQL's unknown, which changes no
 result (an AND/OR tree without NOT is true exactly when it would be under three-valued logic), and it
 lets equality on custom attributes use jsonb containment (`@>`) and so the GIN index on Postgres.
+
+A custom attribute with a slot (visibility.slots) is compared on its typed slot column instead, which
+holds the same value as the JSON document, or NULL where the run has none: the same semantics, served
+by the slot's partial index.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import connection as default_connection
@@ -26,6 +30,8 @@ from visibility.backends.base import VisibilityBackend
 from visibility.query import ast
 from visibility.query.memory import text_tokens
 from visibility.search_attributes import COLUMNS, SaType
+from visibility.slots import COLUMNS as SLOT_COLUMNS
+from visibility.slots import SLOT_TYPES, slot_value
 
 TABLE = "visibility_visibilityrecord"
 MAX_SORT = 2**63 - 1
@@ -94,12 +100,63 @@ def _uuid(value: uuid.UUID, connection: BaseDatabaseWrapper) -> object:
     return value if connection.features.has_native_uuid_field else value.hex
 
 
-def record_upsert_txn(record: Record, connection: BaseDatabaseWrapper | None = None) -> None:
-    """Write a run's record (insert or replace), inside the caller's transaction."""
+_SLOT_SQL_TYPES = {
+    SaType.Keyword: "text",
+    SaType.Int: "bigint",
+    SaType.Double: "double precision",
+    SaType.Bool: "boolean",
+    SaType.Datetime: "bigint",
+}
+_SLOT_GUARD = (
+    "CASE WHEN EXISTS (SELECT 1 FROM visibility_customsearchattribute a "
+    "WHERE a.namespace_id = %s AND a.name = %s AND a.slot = %s) THEN {value} END"
+)
+
+
+def _slot_values(
+    record: Record, slots: Mapping[str, str], connection: BaseDatabaseWrapper
+) -> tuple[list[str], list[object]]:
+    """The placeholders and parameters of every slot column (in SLOT_COLUMNS order) for one record.
+
+    A slot gets its attribute's value only while the attribute still holds that slot in the database
+    (checked in the statement): a mapping cached before a RemoveSearchAttributes elsewhere cannot put a
+    removed attribute's value into a slot that a later attribute reuses.
+    """
+    postgres = connection.vendor == "postgresql"
+    by_slot = {slot: name for name, slot in slots.items() if slot in SLOT_TYPES}
+    placeholders: list[str] = []
+    params: list[object] = []
+    for slot in SLOT_COLUMNS:
+        name = by_slot.get(slot)
+        value = slot_value(slot, record.custom.get(name)) if name is not None else None
+        if value is None:
+            placeholders.append("NULL")
+            continue
+        typed = f"CAST(%s AS {_SLOT_SQL_TYPES[SLOT_TYPES[slot]]})" if postgres else "%s"
+        placeholders.append(_SLOT_GUARD.format(value=typed))
+        params += [_uuid(record.namespace_id, connection), name, slot, value]
+    return placeholders, params
+
+
+def record_upsert_txn(
+    record: Record, connection: BaseDatabaseWrapper | None = None, *, slots: Mapping[str, str] | None = None
+) -> None:
+    """Write a run's record (insert or replace), inside the caller's transaction.
+
+    Args:
+        record: the record.
+        connection: the database (the default one unless given).
+        slots: the namespace's slot column of each custom attribute that has one, by name
+            (visibility.registry); the slot columns of the others are cleared.
+    """
     connection = connection or default_connection
     custom = "CAST(%s AS jsonb)" if connection.vendor == "postgresql" else "%s"
-    placeholders = ", ".join(custom if c == "custom" else "%s" for c in RECORD_COLUMNS)
-    updates = ", ".join(f"{c} = excluded.{c}" for c in RECORD_COLUMNS[1:])
+    slot_placeholders, slot_params = _slot_values(record, slots or {}, connection)
+    placeholders = ", ".join(
+        [*(custom if c == "custom" else "%s" for c in RECORD_COLUMNS), *slot_placeholders]
+    )
+    columns = (*RECORD_COLUMNS, *SLOT_COLUMNS)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns[1:])
     params = [
         record.execution_id,
         _uuid(record.namespace_id, connection),
@@ -124,13 +181,100 @@ def record_upsert_txn(record: Record, connection: BaseDatabaseWrapper | None = N
         record.memo,
         record.search_attributes,
         json.dumps(record.custom, separators=(",", ":")),
+        *slot_params,
     ]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {TABLE} ({', '.join(RECORD_COLUMNS)}) VALUES ({placeholders}) "
+            f"INSERT INTO {TABLE} ({', '.join(columns)}) VALUES ({placeholders}) "
             f"ON CONFLICT (execution_id) DO UPDATE SET {updates}",
             params,
         )
+
+
+# A slot's value from the JSON document, NULL unless the stored JSON value has the slot's type (a name
+# registered again with another type may still hold values of the old one). Parameters: the name
+# (Postgres) or its JSON path (SQLite), once per placeholder.
+_FROM_JSON_POSTGRES = {
+    SaType.Keyword: "CASE WHEN jsonb_typeof(custom -> %s) = 'string' THEN custom ->> %s END",
+    SaType.Bool: "CASE WHEN jsonb_typeof(custom -> %s) = 'boolean' THEN (custom ->> %s)::boolean END",
+    SaType.Double: (
+        "CASE WHEN jsonb_typeof(custom -> %s) = 'number' THEN CASE WHEN abs((custom ->> %s)::numeric) < 1e300 "
+        "THEN (custom ->> %s)::double precision END END"
+    ),
+    SaType.Int: (
+        "CASE WHEN jsonb_typeof(custom -> %s) = 'number' THEN CASE WHEN scale((custom ->> %s)::numeric) = 0 "
+        "AND (custom ->> %s)::numeric BETWEEN -9223372036854775808 AND 9223372036854775807 "
+        "THEN (custom ->> %s)::bigint END END"
+    ),
+}
+_FROM_JSON_POSTGRES[SaType.Datetime] = _FROM_JSON_POSTGRES[SaType.Int]
+_FROM_JSON_SQLITE = {
+    SaType.Keyword: "CASE WHEN json_type(custom, %s) = 'text' THEN json_extract(custom, %s) END",
+    SaType.Bool: "CASE json_type(custom, %s) WHEN 'true' THEN 1 WHEN 'false' THEN 0 END",
+    SaType.Double: (
+        "CASE WHEN json_type(custom, %s) IN ('integer', 'real') THEN CAST(json_extract(custom, %s) AS REAL) END"
+    ),
+    SaType.Int: "CASE WHEN json_type(custom, %s) = 'integer' THEN json_extract(custom, %s) END",
+}
+_FROM_JSON_SQLITE[SaType.Datetime] = _FROM_JSON_SQLITE[SaType.Int]
+
+
+def slots_fill_txn(
+    namespace_id: uuid.UUID, slots: Mapping[str, str], connection: BaseDatabaseWrapper | None = None
+) -> int:
+    """Set slot columns of every record of a namespace from the JSON documents, inside the caller's
+    transaction: each slot to its attribute's value there, or NULL where the record has none.
+
+    One statement for all the slots, so no record is rewritten twice. Returns how many records changed.
+
+    Args:
+        namespace_id: the namespace.
+        slots: the slot of each attribute, by name.
+
+    Raises:
+        ValueError: not a slot column.
+    """
+    connection = connection or default_connection
+    postgres = connection.vendor == "postgresql"
+    sets: list[str] = []
+    wheres: list[str] = []
+    params: list[object] = []
+    where_params: list[object] = []
+    for name, slot in slots.items():
+        if slot not in SLOT_TYPES:
+            raise ValueError(f"not a slot column: {slot!r}")
+        value = (_FROM_JSON_POSTGRES if postgres else _FROM_JSON_SQLITE)[SLOT_TYPES[slot]]
+        key = name if postgres else _Compiler._path(name)
+        sets.append(f"{slot} = {value}")
+        params += [key] * value.count("%s")
+        present = "(custom -> %s) IS NOT NULL" if postgres else "json_type(custom, %s) IS NOT NULL"
+        wheres += [f"{slot} IS NOT NULL", present]
+        where_params.append(key)
+    if not sets:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {TABLE} SET {', '.join(sets)} WHERE namespace_id = %s AND ({' OR '.join(wheres)})",
+            [*params, _uuid(namespace_id, connection), *where_params],
+        )
+        return int(cursor.rowcount)
+
+
+def slot_clear_txn(namespace_id: uuid.UUID, slot: str, connection: BaseDatabaseWrapper | None = None) -> int:
+    """Empty one slot column in every record of a namespace, inside the caller's transaction; how many.
+
+    Raises:
+        ValueError: not a slot column.
+    """
+    if slot not in SLOT_TYPES:
+        raise ValueError(f"not a slot column: {slot!r}")
+    connection = connection or default_connection
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {TABLE} SET {slot} = NULL WHERE namespace_id = %s AND {slot} IS NOT NULL",
+            [_uuid(namespace_id, connection)],
+        )
+        return int(cursor.rowcount)
 
 
 # --- compiling filters ------------------------------------------------------------------------------
@@ -168,10 +312,23 @@ class _Compiler:
         self.params.append(value)
         return "%s"
 
+    @staticmethod
+    def _slot(attr: ast.Attr) -> str | None:
+        """The attribute's slot column: one of the fixed list (visibility.slots), of the attribute's type."""
+        if attr.column is None and attr.slot is not None and SLOT_TYPES.get(attr.slot) == attr.type:
+            return attr.slot
+        return None
+
+    @classmethod
+    def _column(cls, attr: ast.Attr) -> str | None:
+        """The typed column holding the attribute: a system column or the attribute's slot."""
+        return attr.column if attr.column is not None else cls._slot(attr)
+
     # The expression of an attribute's value, typed for comparison.
     def expr(self, attr: ast.Attr) -> str:
-        if attr.column is not None:
-            return f"v.{attr.column}"
+        column = self._column(attr)
+        if column is not None:
+            return f"v.{column}"
         if self.pg:
             # Another namespace may hold a value of another type under the same name, and Postgres may
             # test this before the namespace condition: cast only values of the right JSON type.
@@ -196,15 +353,16 @@ class _Compiler:
         return '$."' + name + '"'
 
     def _present(self, attr: ast.Attr) -> str:
-        if attr.column is not None:
-            return f"v.{attr.column} IS NOT NULL"
+        column = self._column(attr)
+        if column is not None:
+            return f"v.{column} IS NOT NULL"
         if self.pg:
             return f"(v.custom -> {self.p(attr.name)}) IS NOT NULL"
         return f"json_type(v.custom, {self.p(self._path(attr.name))}) IS NOT NULL"
 
     def _contains(self, attr: ast.Attr, value: object) -> str:
         """The run has this attribute with this value (or, for a KeywordList, among its values)."""
-        if attr.column is None and self.pg and attr.type != SaType.Text:
+        if self._column(attr) is None and self.pg and attr.type != SaType.Text:
             wrapped = [value] if attr.type == SaType.KeywordList else value
             return f"v.custom @> CAST({self.p(json.dumps({attr.name: wrapped}))} AS jsonb)"
         if attr.type == SaType.KeywordList:
@@ -232,8 +390,9 @@ class _Compiler:
 
     def _ordered(self, attr: ast.Attr, op: str, value: object) -> str:
         left = self.expr(attr)
-        if self.pg and attr.type == SaType.Keyword and attr.column != "status":
-            left = f'{left} COLLATE "C"'  # code-point order, as SQLite's BINARY and Python's str
+        if self.pg and attr.type == SaType.Keyword and attr.column != "status" and self._slot(attr) is None:
+            # Code-point order, as SQLite's BINARY and Python's str (the slot columns' own collation).
+            left = f'{left} COLLATE "C"'
         if attr.column == "close_time":
             # close_sort is close_time on a closed run, so the same bound on it changes nothing and lets
             # the indexes that end in the default order (close_sort, ...) range-scan a CloseTime window.
@@ -273,8 +432,9 @@ class _Compiler:
                     + " OR ".join(self._contains(attr, v) for v in node.values)
                     + "))"
                 )
-            if attr.column is not None:
-                return f"v.{attr.column} IN ({', '.join(self._literal(attr, v) for v in node.values)})"
+            column = self._column(attr)
+            if column is not None:
+                return f"v.{column} IN ({', '.join(self._literal(attr, v) for v in node.values)})"
             return "(" + " OR ".join(self._contains(attr, v) for v in node.values) + ")"
         if isinstance(node, ast.Between):
             present = self._present(attr) if node.negated else ""

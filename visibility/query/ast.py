@@ -19,6 +19,12 @@ class Attr:
     type: SaType | None = None
     column: str | None = None
     """The typed column of a system attribute; None for attributes kept in the JSON document."""
+    slot: str | None = None
+    """The namespace's slot column holding this custom attribute (visibility.slots), if it has one.
+
+    Only the SQL backend reads it; the JSON document holds the same values, and is what other backends
+    and the in-memory evaluator see.
+    """
 
 
 @dataclass(frozen=True, slots=True)

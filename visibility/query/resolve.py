@@ -20,6 +20,7 @@ from visibility.search_attributes import (
     parse_datetime,
     to_micros,
 )
+from visibility.slots import slot_of
 
 _RANGE = {">", ">=", "<", "<="}
 _OPS: dict[SaType, set[str]] = {
@@ -145,16 +146,19 @@ def _value(attr: ast.Attr, value: ast.Literal) -> ast.Literal:
     raise _wrong(attr, value)
 
 
-def _attr(attr: ast.Attr, custom: Mapping[str, SaType]) -> ast.Attr:
+def _attr(attr: ast.Attr, custom: Mapping[str, SaType], slots: Mapping[str, str]) -> ast.Attr:
     column = COLUMNS.get(attr.name)
     if column is not None:
         return replace(attr, type=column.type, column=column.column)
-    t = PREDEFINED.get(attr.name) or custom.get(attr.name)
+    t = PREDEFINED.get(attr.name)
+    if t is not None:
+        return replace(attr, type=t)
+    t = custom.get(attr.name)
     if t is None:
         raise QueryError(
             f"invalid query: invalid search attribute: {attr.name} (at position {attr.position})"
         )
-    return replace(attr, type=t)
+    return replace(attr, type=t, slot=slot_of(attr.name, t, slots))
 
 
 def _check_op(attr: ast.Attr, op: str) -> None:
@@ -166,14 +170,14 @@ def _check_op(attr: ast.Attr, op: str) -> None:
         )
 
 
-def _node(node: ast.Node, custom: Mapping[str, SaType]) -> ast.Node:
+def _node(node: ast.Node, custom: Mapping[str, SaType], slots: Mapping[str, str]) -> ast.Node:
     if isinstance(node, ast.And):
-        return ast.And(tuple(_node(n, custom) for n in node.items))
+        return ast.And(tuple(_node(n, custom, slots) for n in node.items))
     if isinstance(node, ast.Or):
-        return ast.Or(tuple(_node(n, custom) for n in node.items))
+        return ast.Or(tuple(_node(n, custom, slots) for n in node.items))
     if isinstance(node, ast.Not):
-        return ast.Not(_node(node.item, custom))
-    attr = _attr(node.attr, custom)
+        return ast.Not(_node(node.item, custom, slots))
+    attr = _attr(node.attr, custom, slots)
     if isinstance(node, ast.Compare):
         _check_op(attr, node.op)
         return ast.Compare(attr, node.op, _value(attr, node.value))
@@ -190,13 +194,17 @@ def _node(node: ast.Node, custom: Mapping[str, SaType]) -> ast.Node:
     return ast.IsNull(attr, node.negated)
 
 
-def resolve(query: ast.Query, custom: Mapping[str, SaType], *, count: bool) -> ast.Query:
+def resolve(
+    query: ast.Query, custom: Mapping[str, SaType], *, count: bool, slots: Mapping[str, str] | None = None
+) -> ast.Query:
     """The filter with every name typed and every value converted.
 
     Args:
         query: the parsed filter.
         custom: the namespace's custom attributes by name.
         count: whether this is a count (the only place GROUP BY is allowed).
+        slots: the slot column of each custom attribute that has one (visibility.slots), by name;
+            a slot of another type than the attribute's is ignored.
 
     Raises:
         QueryError: an unknown attribute, an operator its type lacks, a value of the wrong type, or a
@@ -221,16 +229,17 @@ def resolve(query: ast.Query, custom: Mapping[str, SaType], *, count: bool) -> a
         raise QueryError(
             "invalid query: operation is not supported: 'ORDER BY' clause is not supported in count queries"
         )
+    slots = slots or {}
     order = []
     for term in query.order_by:
-        attr = _attr(term.attr, custom)
+        attr = _attr(term.attr, custom, slots)
         if attr.type in (SaType.Text, SaType.KeywordList):
             raise QueryError(
                 f"invalid query: operation is not supported: cannot sort by {attr.type.name} search attribute {attr.name}"
             )
         order.append(ast.OrderBy(attr, term.descending))
     return ast.Query(
-        where=_node(query.where, custom) if query.where is not None else None,
-        group_by=tuple(_attr(a, custom) for a in query.group_by),
+        where=_node(query.where, custom, slots) if query.where is not None else None,
+        group_by=tuple(_attr(a, custom, slots) for a in query.group_by),
         order_by=tuple(order),
     )
