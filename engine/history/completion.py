@@ -51,6 +51,7 @@ def complete(
     *,
     scheduled_event_id: int,
     started_event_id: int,
+    attempt: int,
     request: RespondWorkflowTaskCompletedRequest,
 ) -> Completed:
     """Apply a completed workflow task and its commands; returns what is handed back to the worker at once.
@@ -62,7 +63,7 @@ def complete(
     state = m.state
     if not state.running:
         raise StaleTask("workflow task not found")
-    wft = workflow_task.started_task(state, scheduled_event_id, started_event_id)
+    wft = workflow_task.started_task(state, scheduled_event_id, started_event_id, attempt)
     if wft.speculative and _only_rejects(state, request):
         return _drop_speculative(m, wft, request)
     if wft.deferred:

@@ -249,8 +249,12 @@ def materialize_speculative(m: Mutation) -> None:
         write_transient(m, wft)
 
 
-def started_task(state: MutableState, scheduled_event_id: int, started_event_id: int) -> WorkflowTaskInfo:
-    wft = _pending(state, scheduled_event_id)
+def started_task(
+    state: MutableState, scheduled_event_id: int, started_event_id: int, attempt: int
+) -> WorkflowTaskInfo:
+    # Transient attempts reuse the scheduled and started ids, so only the attempt tells a late answer to a
+    # timed-out attempt from an answer to the attempt that replaced it (Temporal checks it too).
+    wft = _pending(state, scheduled_event_id, attempt)
     if not wft.started_event_id or wft.started_event_id != started_event_id:
         raise StaleTask("workflow task not found")
     return wft
@@ -261,6 +265,7 @@ def fail(
     *,
     scheduled_event_id: int,
     started_event_id: int,
+    attempt: int,
     cause: int,
     failure: Failure | None,
     identity: str,
@@ -270,7 +275,7 @@ def fail(
     state = m.state
     if not state.running:
         raise StaleTask("workflow task not found")
-    wft = started_task(state, scheduled_event_id, started_event_id)
+    wft = started_task(state, scheduled_event_id, started_event_id, attempt)
     _fail(m, wft, cause=cause, failure=failure, identity=identity, binary_checksum=binary_checksum)
     schedule(m)
 

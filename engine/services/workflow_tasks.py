@@ -138,6 +138,7 @@ def workflow_task_complete(
             m,
             scheduled_event_id=token.scheduled_event_id,
             started_event_id=token.started_event_id,
+            attempt=token.attempt,
             request=request,
         )
         # Answered queries leave the run first: the rest ride the next task (or go out as query tasks).
@@ -167,6 +168,7 @@ def workflow_task_complete(
                 m,
                 scheduled_event_id=token.scheduled_event_id,
                 started_event_id=token.started_event_id,
+                attempt=token.attempt,
                 cause=failure.cause,
                 failure=Failure(
                     message=failure.message,
@@ -198,6 +200,7 @@ def workflow_task_fail(
             m,
             scheduled_event_id=token.scheduled_event_id,
             started_event_id=token.started_event_id,
+            attempt=token.attempt,
             cause=cause,
             failure=failure,
             identity=identity,

@@ -305,12 +305,12 @@ class Run:
             identity=identity,
         )
 
-    def wft_token(self) -> tuple[int, int]:
-        """(scheduled, started) event ids of the started workflow task, as its task token names them."""
+    def wft_token(self) -> tuple[int, int, int]:
+        """(scheduled id, started id, attempt) of the started workflow task, as its task token names them."""
         wft = self.state.workflow_task
         assert wft is not None, "no workflow task"
         assert wft.started_event_id, "the workflow task is not started"
-        return wft.scheduled_event_id, wft.started_event_id
+        return wft.scheduled_event_id, wft.started_event_id, wft.attempt
 
     def complete_wft(
         self,
@@ -318,10 +318,10 @@ class Run:
         *commands: Command,
         identity: str = WORKER,
         force_create_new_workflow_task: bool = False,
-        token: tuple[int, int] | None = None,
+        token: tuple[int, int, int] | None = None,
     ) -> CommandFailure | None:
         """Complete the started task; an invalid command fails it instead, as the service does."""
-        scheduled_id, started_id = token or self.wft_token()
+        scheduled_id, started_id, attempt = token or self.wft_token()
         request = RespondWorkflowTaskCompletedRequest(
             commands=list(commands),
             identity=identity,
@@ -333,6 +333,7 @@ class Run:
                 completion.complete,
                 scheduled_event_id=scheduled_id,
                 started_event_id=started_id,
+                attempt=attempt,
                 request=request,
             )
         except CommandFailure as failure:
@@ -341,6 +342,7 @@ class Run:
                 workflow_task.fail,
                 scheduled_event_id=scheduled_id,
                 started_event_id=started_id,
+                attempt=attempt,
                 cause=failure.cause,
                 failure=Failure(
                     message=failure.message,
@@ -360,14 +362,15 @@ class Run:
         *,
         identity: str = WORKER,
         failure: Failure | None = None,
-        token: tuple[int, int] | None = None,
+        token: tuple[int, int, int] | None = None,
     ) -> None:
-        scheduled_id, started_id = token or self.wft_token()
+        scheduled_id, started_id, attempt = token or self.wft_token()
         self.apply(
             now,
             workflow_task.fail,
             scheduled_event_id=scheduled_id,
             started_event_id=started_id,
+            attempt=attempt,
             cause=WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE,
             failure=failure or app_failure("workflow code raised"),
             identity=identity,

@@ -23,12 +23,13 @@ def message(update_id: str, body) -> Message:  # type: ignore[no-untyped-def]
 
 
 def answer(run: Run, now: float, *messages: Message) -> completion.Completed:
-    scheduled, started = run.wft_token()
+    scheduled, started, attempt = run.wft_token()
     return run.apply(
         now,
         completion.complete,
         scheduled_event_id=scheduled,
         started_event_id=started,
+        attempt=attempt,
         request=RespondWorkflowTaskCompletedRequest(messages=list(messages), identity="w"),
     )
 

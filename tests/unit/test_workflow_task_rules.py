@@ -464,12 +464,12 @@ def _start(run: Run, sid: int, attempt: int) -> None:
     run.apply(5, workflow_task.start, scheduled_event_id=sid, attempt=attempt, request_id="r", identity="w")
 
 
-def _complete(run: Run, sid: int, started: int) -> None:
-    run.complete_wft(5, token=(sid, started))
+def _complete(run: Run, sid: int, started: int, attempt: int = 1) -> None:
+    run.complete_wft(5, token=(sid, started, attempt))
 
 
-def _fail(run: Run, sid: int, started: int) -> None:
-    run.fail_wft(5, token=(sid, started))
+def _fail(run: Run, sid: int, started: int, attempt: int = 1) -> None:
+    run.fail_wft(5, token=(sid, started, attempt))
 
 
 def _time_out(run: Run, sid: int, attempt: int) -> None:
@@ -484,6 +484,8 @@ STALE = [
     ("complete: wrong started id", _started_run, lambda r: _complete(r, 2, 4)),
     ("complete: wrong scheduled id", _started_run, lambda r: _complete(r, 5, 3)),
     ("complete: replayed token", _completed_run, lambda r: _complete(r, 2, 3)),
+    ("complete: other attempt", _started_run, lambda r: _complete(r, 2, 3, attempt=2)),
+    ("fail: other attempt", _started_run, lambda r: _fail(r, 2, 3, attempt=2)),
     ("fail: replayed token", _completed_run, lambda r: _fail(r, 2, 3)),
     ("time out: task completed", _completed_run, lambda r: _time_out(r, 2, 1)),
     ("time out: not started", Run, lambda r: _time_out(r, 2, 1)),
@@ -518,6 +520,33 @@ def test_old_attempt_token_and_timer_are_stale_after_a_timeout():
     run.complete_wft(3.6)
     with pytest.raises(StaleTask):  # the attempt-2 timer fires after that attempt completed
         _time_out(run, 5, 2)
+
+
+def test_a_late_answer_to_a_timed_out_transient_attempt_is_stale_for_the_attempt_that_replaced_it():
+    """Transient attempts share the scheduled and started ids: only the attempt tells their tokens apart.
+
+    Seen with the SDK: attempt 3 timed out while its answer was on the wire, attempt 4 started with the
+    same ids, the attempt-3 answer completed attempt 4, and the worker holding attempt 4 then got "not
+    found" and evicted the run (cancelling its local activities).
+    """
+    run = Run(start_request(task_timeout=1))
+    run.start_wft(0)
+    run.timeout_wft(1)
+    run.start_wft(1.1)  # attempt 2, transient
+    late_token = run.wft_token()
+    run.timeout_wft(2.1)
+    run.start_wft(2.2)  # attempt 3: the same ids as attempt 2
+    assert run.wft_token()[:2] == late_token[:2]
+    assert run.wft_token()[2] == 3
+
+    for act in (lambda: run.complete_wft(2.3, token=late_token), lambda: run.fail_wft(2.3, token=late_token)):
+        before, history = run.copy_state(), list(run.history)
+        with pytest.raises(StaleTask):
+            act()
+        assert run.copy_state() == before
+        assert run.history == history
+    run.complete_wft(2.4)
+    assert "WORKFLOW_TASK_COMPLETED" in run.types()
 
 
 def test_event_times_of_a_whole_scenario_use_the_fixed_clock():
