@@ -154,8 +154,8 @@ def _status(context: grpc.aio.ServicerContext, default: grpc.StatusCode) -> grpc
     return default
 
 
-def _authorization(details: grpc.HandlerCallDetails) -> str | None:
-    for key, value in details.invocation_metadata or ():
+def _authorization(metadata: Any) -> str | None:
+    for key, value in metadata or ():
         if key == "authorization":
             return value if isinstance(value, str) else value.decode(errors="replace")
     return None
@@ -176,6 +176,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
             failure_burst = settings.PERDURA_AUTH_FAILURES
         self.failure_rate = Rate(per_second=1 / FAILURE_REFILL_SECONDS, burst=failure_burst)
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        """Each guarded method's handler, wrapped once."""
         self._blocked: dict[str, float] = {}
         """Addresses whose failure bucket is empty, until when (monotonic): refused without a lookup."""
 
@@ -184,15 +186,20 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         full = handler_call_details.method
         if handler is None or handler.unary_unary is None or not methods.guarded(full):
             return handler
+        wrapped = self._wrapped.get(full)
+        if wrapped is None or wrapped[0] is not handler:
+            wrapped = self._wrapped[full] = (handler, self._wrap(handler, full))
+        return wrapped[1]
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, full: str) -> grpc.RpcMethodHandler:
+        """The method's handler behind the check, built once per method (the call's key is read inside)."""
         rule = methods.rule_for(full)
         method = full.rpartition("/")[2]
-        header = _authorization(handler_call_details)
         behavior = handler.unary_unary
-
         audited = rule is not None and rule.audit is not methods.Audit.NONE
 
         async def guarded(request, context):  # type: ignore[no-untyped-def]
-            principal = await self._principal(header, context, method)
+            principal = await self._principal(_authorization(context.invocation_metadata()), context, method)
             denial = decide(method, rule, principal, request)
             if denial is not None:
                 log.info("denied %s to %s: %s", method, principal.label, denial.code)

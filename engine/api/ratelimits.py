@@ -7,6 +7,13 @@ scope NAMESPACE), which the SDKs retry with backoff. A poll takes its token when
 arrives: a poller that then waits for a task holds nothing, as Temporal limits poll requests per
 second. The rates come from tenants/quotas.py (defaults and the namespace's overrides), read from
 the database at most every few seconds per namespace and process.
+
+A flood is refused twice as cheaply as it is checked: once a bucket is found empty, the process knows
+until when, and `ShedInterceptor` (the first interceptor) refuses the namespace's calls of that bucket
+from their `temporal-namespace` header alone (the SDKs send it with every call, as Temporal's frontend
+reads it): no decoding, no key lookup, no audit context. It refuses only what the full path would,
+and spends no token, so it gives no one a way to starve a namespace. Calls without the header take
+the full path, whose refusal is also answered without raising.
 """
 
 from __future__ import annotations
@@ -20,12 +27,14 @@ from temporalio.api.enums.v1 import ResourceExhaustedCause, ResourceExhaustedSco
 from temporalio.api.errordetails.v1 import ResourceExhaustedFailure
 
 from engine.api import dbthreads, methods
-from engine.api.errors import abort
+from engine.api.errors import refuse
 from engine.errors import ResourceExhausted
 from tenants import quotas
 from tenants.models import Namespace
 
 log = logging.getLogger("perdura.ratelimit")
+NAMESPACE_HEADER = "temporal-namespace"
+"""The metadata key that names a call's namespace (sent by the SDKs and the CLI with every call)."""
 RATES_TTL_SECONDS = 5.0
 """How long a process uses a namespace's rates before reading them again (overrides apply this fast)."""
 
@@ -70,16 +79,27 @@ class NamespaceLimits:
         self._rates[namespace] = (now, rates)
         return rates
 
+    def known_empty(self, namespace: str, bucket: quotas.Bucket) -> ResourceExhausted | None:
+        """The refusal, if this process already knows the bucket is empty; no I/O, no token taken."""
+        key = f"ns:{namespace}:{bucket.value}"
+        until = self._empty_until.get(key)
+        if until is None:
+            return None
+        wait = until - time.monotonic()
+        if wait <= 0:
+            self._empty_until.pop(key, None)
+            return None
+        cached = self._rates.get(namespace)
+        rps = cached[1].rps[bucket] if cached is not None else 0.0
+        return exhausted(namespace, bucket, rps, Decision(False, wait))
+
     async def check(self, namespace: str, bucket: quotas.Bucket) -> ResourceExhausted | None:
         """The error to answer when `namespace`'s `bucket` is empty (a token is taken otherwise)."""
         rates = await self.rates(namespace)
+        refusal = self.known_empty(namespace, bucket)
+        if refusal is not None:
+            return refusal
         key = f"ns:{namespace}:{bucket.value}"
-        until = self._empty_until.get(key)
-        if until is not None:
-            wait = until - time.monotonic()
-            if wait > 0:
-                return exhausted(namespace, bucket, rates.rps[bucket], Decision(False, wait))
-            del self._empty_until[key]
         decision = await self.limiter.acquire(key, rates.rate(bucket))
         if decision.allowed:
             return None
@@ -97,6 +117,8 @@ class RateLimitInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, limits: NamespaceLimits) -> None:
         self.limits = limits
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        """Each limited method's handler, wrapped once (it depends on nothing of the call)."""
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
@@ -106,8 +128,12 @@ class RateLimitInterceptor(grpc.aio.ServerInterceptor):
         rule = methods.rule_for(full)
         if rule is None or rule.bucket is quotas.Bucket.NONE:
             return handler
-        bucket = rule.bucket
-        method = full.rpartition("/")[2]
+        wrapped = self._wrapped.get(full)
+        if wrapped is None or wrapped[0] is not handler:
+            wrapped = self._wrapped[full] = (handler, self._wrap(handler, rule.bucket))
+        return wrapped[1]
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, bucket: quotas.Bucket) -> grpc.RpcMethodHandler:
         behavior = handler.unary_unary
         limits = self.limits
 
@@ -116,8 +142,8 @@ class RateLimitInterceptor(grpc.aio.ServerInterceptor):
             if namespace:
                 refusal = await limits.check(namespace, bucket)
                 if refusal is not None:
-                    log.debug("throttled %s on %s", method, namespace)
-                    await abort(context, refusal)
+                    refuse(context, refusal)
+                    return None
             return await behavior(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
@@ -125,3 +151,35 @@ class RateLimitInterceptor(grpc.aio.ServerInterceptor):
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
+
+
+def _refusal_handler(refusal: ResourceExhausted) -> grpc.RpcMethodHandler:
+    async def refused(_request, context):  # type: ignore[no-untyped-def]
+        refuse(context, refusal)
+
+    # No deserializer: the request's bytes are never decoded.
+    return grpc.unary_unary_rpc_method_handler(refused)
+
+
+class ShedInterceptor(grpc.aio.ServerInterceptor):
+    """Refuses a limited call from its namespace header alone while the process knows the bucket empty.
+
+    Registered first, before authentication: a refusal here is the answer the full path would give
+    any caller (the bucket's next token time only moves forward), so skipping the key check lets no
+    one do anything; a header that names another namespace than the request only gets its own sender
+    refused. See the module's docstring.
+    """
+
+    def __init__(self, limits: NamespaceLimits) -> None:
+        self.limits = limits
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        rule = methods.rule_for(handler_call_details.method)
+        if rule is not None and rule.bucket is not quotas.Bucket.NONE:
+            for key, value in handler_call_details.invocation_metadata or ():
+                if key == NAMESPACE_HEADER:
+                    refusal = self.limits.known_empty(value, rule.bucket)
+                    if refusal is not None:
+                        return _refusal_handler(refusal)
+                    break
+        return await continuation(handler_call_details)

@@ -12,7 +12,7 @@ from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 from engine.api import dbthreads
 from engine.api.auth import AuthInterceptor
 from engine.api.operator import OperatorService
-from engine.api.ratelimits import NamespaceLimits, RateLimitInterceptor
+from engine.api.ratelimits import NamespaceLimits, RateLimitInterceptor, ShedInterceptor
 from engine.api.servicer import WorkflowService
 
 log = logging.getLogger("perdura.api")
@@ -55,7 +55,8 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
 
     Every WorkflowService and OperatorService call passes the API-key check (engine/api/auth.py) in
     the mode of the PERDURA_AUTH setting, then its namespace's rate limit (engine/api/ratelimits.py,
-    buckets where PERDURA_RATE_LIMITS says); the health service stays open to load balancers.
+    buckets where PERDURA_RATE_LIMITS says); a namespace's calls while its bucket is known to be empty
+    are refused before either (ShedInterceptor). The health service stays open to load balancers.
     """
     from django.conf import settings
     from perdura import ratelimit
@@ -67,10 +68,12 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
         redis_url=settings.PERDURA_REDIS_URL,
         prefix=f"perdura:rl:{settings.DATABASES['default']['NAME']}:",
     )
+    limits = NamespaceLimits(limiter)
     server = grpc.aio.server(
         interceptors=[
+            ShedInterceptor(limits),
             AuthInterceptor(settings.PERDURA_AUTH, failures=limiter),
-            RateLimitInterceptor(NamespaceLimits(limiter)),
+            RateLimitInterceptor(limits),
         ],
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

@@ -99,6 +99,43 @@ async def test_a_namespace_over_its_action_limit_is_refused_and_the_sdk_retries_
     assert time.monotonic() - began >= 1.0  # the bucket was empty: the starts waited for tokens
 
 
+async def test_a_flooded_namespace_is_refused_from_its_header_before_the_request_is_decoded(server):
+    limited, other = tenant(server, actions="1")
+    start = "/temporal.api.workflowservice.v1.WorkflowService/StartWorkflowExecution"
+    undecodable = b"\xff\xff\xff"  # a truncated field tag: no protobuf decoder accepts it
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = wss.WorkflowServiceStub(channel)
+        codes = []  # the full path finds the bucket empty (a burst of two)
+        for _ in range(4):
+            try:
+                await stub.StartWorkflowExecution(start_request(limited))
+                codes.append(grpc.StatusCode.OK)
+            except grpc.aio.AioRpcError as e:
+                codes.append(e.code())
+        assert codes[-1] == grpc.StatusCode.RESOURCE_EXHAUSTED, codes
+        raw = channel.unary_unary(start)  # bytes in, bytes out
+
+        # Named by the header the SDKs send, the call is refused without its bytes being read, with the
+        # same status, message and details as the full path.
+        with pytest.raises(grpc.aio.AioRpcError) as shed:
+            await raw(undecodable, metadata=(("temporal-namespace", limited),))
+        assert shed.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, shed.value.details()
+        assert f"namespace rate limit exceeded: namespace {limited!r}" in shed.value.details()
+        failure = resource_exhausted_failure(shed.value)
+        assert failure.cause == ResourceExhaustedCause.RESOURCE_EXHAUSTED_CAUSE_RPS_LIMIT
+        assert failure.scope == ResourceExhaustedScope.RESOURCE_EXHAUSTED_SCOPE_NAMESPACE
+
+        # The same bytes named as a namespace with tokens reach the decoder, which rejects them.
+        with pytest.raises(grpc.aio.AioRpcError) as decoded:
+            await raw(undecodable, metadata=(("temporal-namespace", other),))
+        assert decoded.value.code() != grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    # Once the bucket refills, the header path lets the call through to the full check again.
+    time.sleep(2.1)
+    client = await Client.connect(server.address, namespace=limited)
+    await client.start_workflow(HelloWorkflow.run, "x", id=new_id(), task_queue=f"tq-{uuid.uuid4()}")
+
+
 async def test_visibility_queries_have_their_own_bucket(server):
     limited, _ = tenant(server, visibility="1")
     async with grpc.aio.insecure_channel(server.address) as channel:
