@@ -6,8 +6,8 @@ processes on Postgres + Redis with buckets in Redis), creates namespace A with a
 StartWorkflowExecution latency (official SDK, paced at a fixed rate) twice in one run:
 
 1. alone (baseline);
-2. while separate processes flood A with starts and signals (raw gRPC, no retries) far above A's
-   limit.
+2. while separate processes flood A with starts and signals (raw gRPC, no retries, with the
+   `temporal-namespace` header the SDKs send) far above A's limit.
 
 It reports B's p50/p99 start latency in both phases, their ratio, and what the flood offered, got
 through and was refused. `--control` adds a phase between them where A sends exactly its limit: what
@@ -17,7 +17,7 @@ with the operator CLI), so it imports the test support that starts servers.
 Usage::
 
     python bench/rate_limit_isolation.py [--mode dev|production] [--limit 50] [--flood-rps 500]
-        [--flood-procs 2] [--rate 20] [--seconds 10] [--control] [--json out.json]
+        [--flood-procs 2] [--rate 20] [--seconds 10] [--control] [--no-namespace-header] [--json out.json]
 
 `--flood-rps 0` floods as fast as the flood processes can send (each keeps 16 calls in flight).
 """
@@ -57,7 +57,7 @@ def percentile(values: list[float], q: float) -> float:
 # --------------------------------------------------------------------------- the flood (own processes)
 
 
-async def _flood(address: str, namespace: str, rps: float, stop_at: float) -> dict[str, int]:
+async def _flood(address: str, namespace: str, rps: float, stop_at: float, header: bool) -> dict[str, int]:
     import grpc
     from temporalio.api.common.v1 import WorkflowType
     from temporalio.api.taskqueue.v1 import TaskQueue
@@ -68,6 +68,8 @@ async def _flood(address: str, namespace: str, rps: float, stop_at: float) -> di
     queue = TaskQueue(name=f"flood-{uuid.uuid4()}")
     target = f"flood-target-{uuid.uuid4()}"
     interval = FLOOD_CONCURRENCY / rps if rps > 0 else 0.0
+    # As the SDKs send it with every call (`--no-namespace-header` floods without it).
+    metadata = (("temporal-namespace", namespace),) if header else ()
     async with grpc.aio.insecure_channel(address) as channel:
         stub = wss.WorkflowServiceStub(channel)
         with contextlib.suppress(grpc.aio.AioRpcError):
@@ -99,7 +101,8 @@ async def _flood(address: str, namespace: str, rps: float, stop_at: float) -> di
                                 workflow_type=WorkflowType(name="Flood"),
                                 task_queue=queue,
                                 request_id=str(uuid.uuid4()),
-                            )
+                            ),
+                            metadata=metadata,
                         )
                     else:
                         await stub.SignalWorkflowExecution(
@@ -108,7 +111,8 @@ async def _flood(address: str, namespace: str, rps: float, stop_at: float) -> di
                                 workflow_execution={"workflow_id": target},
                                 signal_name="flood",
                                 request_id=str(uuid.uuid4()),
-                            )
+                            ),
+                            metadata=metadata,
                         )
                     counts["ok"] += 1
                 except grpc.aio.AioRpcError as e:
@@ -120,9 +124,14 @@ async def _flood(address: str, namespace: str, rps: float, stop_at: float) -> di
 
 
 def flood_process(
-    address: str, namespace: str, rps: float, seconds: float, out: multiprocessing.Queue
+    address: str,
+    namespace: str,
+    rps: float,
+    seconds: float,
+    out: multiprocessing.Queue,
+    header: bool = True,
 ) -> None:
-    out.put(asyncio.run(_flood(address, namespace, rps, time.monotonic() + seconds)))
+    out.put(asyncio.run(_flood(address, namespace, rps, time.monotonic() + seconds, header)))
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -209,7 +218,10 @@ async def measure_during_flood(
     flood_seconds = args.seconds + 3
     per_proc = flood_rps / args.flood_procs if flood_rps else 0.0
     procs = [
-        ctx.Process(target=flood_process, args=(running.address, flooded, per_proc, flood_seconds, out))
+        ctx.Process(
+            target=flood_process,
+            args=(running.address, flooded, per_proc, flood_seconds, out, args.namespace_header),
+        )
         for _ in range(args.flood_procs)
     ]
     for proc in procs:
@@ -244,6 +256,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each measured phase")
     parser.add_argument(
         "--control", action="store_true", help="also measure B while A sends exactly its limit"
+    )
+    parser.add_argument(
+        "--no-namespace-header",
+        dest="namespace_header",
+        action="store_false",
+        help="flood without the temporal-namespace header the SDKs send (the refusals' slower path)",
     )
     parser.add_argument("--json", help="write the result here too")
     args = parser.parse_args()
