@@ -11,13 +11,16 @@ StartWorkflowExecution latency (official SDK, paced at a fixed rate) twice in on
 
 It reports B's p50/p99 start latency in both phases, their ratio, and what the flood offered, got
 through and was refused. `--control` adds a phase between them where A sends exactly its limit: what
-B pays for a neighbour's admitted work, so the cost of the excess alone can be read off. Unlike bench/throughput.py this is Perdura-specific (it configures limits
+B pays for a neighbour's admitted work, so the cost of the excess alone can be read off. `--elsewhere`
+adds a last phase where the same flood goes to another server (`perdura dev`) on the same machine: what B
+pays for the machine's CPU alone, which a server cannot isolate. Unlike bench/throughput.py this is Perdura-specific (it configures limits
 with the operator CLI), so it imports the test support that starts servers.
 
 Usage::
 
     python bench/rate_limit_isolation.py [--mode dev|production] [--limit 50] [--flood-rps 500]
-        [--flood-procs 2] [--rate 20] [--seconds 10] [--control] [--no-namespace-header] [--json out.json]
+        [--flood-procs 2] [--rate 20] [--seconds 10] [--control] [--elsewhere] [--no-namespace-header]
+        [--json out.json]
 
 `--flood-rps 0` floods as fast as the flood processes can send (each keeps 16 calls in flight).
 """
@@ -178,7 +181,7 @@ def summary(latencies: list[float]) -> dict[str, float]:
     }
 
 
-async def run(args: argparse.Namespace, running: servers.Running) -> dict:
+async def run(args: argparse.Namespace, running: servers.Running, elsewhere: servers.Running | None) -> dict:
     flooded, measured = "flooded", "measured"
     for name in (flooded, measured):
         running.cli("namespace", "create", name)
@@ -186,12 +189,19 @@ async def run(args: argparse.Namespace, running: servers.Running) -> dict:
 
     baseline, baseline_errors = await measure_starts(running.address, measured, args.rate, args.seconds)
     phases = {"baseline": (summary(baseline), baseline_errors, None)}
-    flood_rates = {"flooded": args.flood_rps}
+    flood_rates = {"flooded": (running, args.flood_rps)}
     if args.control:
         # A neighbour using exactly its limit: what B pays for A's admitted work, excess or not.
-        flood_rates = {"a_at_limit": args.limit, **flood_rates}
-    for phase, flood_rps in flood_rates.items():
-        latencies, errors, totals = await measure_during_flood(args, running, flooded, measured, flood_rps)
+        flood_rates = {"a_at_limit": (running, args.limit), **flood_rates}
+    if elsewhere is not None:
+        # The same flood sent to another server on this machine: what B pays for the machine alone.
+        elsewhere.cli("namespace", "create", flooded)
+        elsewhere.cli("namespace", "update", flooded, "--actions-rps", f"{args.limit:g}")
+        flood_rates["flood_elsewhere"] = (elsewhere, args.flood_rps)
+    for phase, (target, flood_rps) in flood_rates.items():
+        latencies, errors, totals = await measure_during_flood(
+            args, running, flooded, measured, flood_rps, target.address
+        )
         phases[phase] = (summary(latencies), errors, totals)
 
     base = phases["baseline"][0]
@@ -211,7 +221,12 @@ async def run(args: argparse.Namespace, running: servers.Running) -> dict:
 
 
 async def measure_during_flood(
-    args: argparse.Namespace, running: servers.Running, flooded: str, measured: str, flood_rps: float
+    args: argparse.Namespace,
+    running: servers.Running,
+    flooded: str,
+    measured: str,
+    flood_rps: float,
+    flood_address: str,
 ) -> tuple[list[float], int, dict]:
     ctx = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue = ctx.Queue()
@@ -220,7 +235,7 @@ async def measure_during_flood(
     procs = [
         ctx.Process(
             target=flood_process,
-            args=(running.address, flooded, per_proc, flood_seconds, out, args.namespace_header),
+            args=(flood_address, flooded, per_proc, flood_seconds, out, args.namespace_header),
         )
         for _ in range(args.flood_procs)
     ]
@@ -258,6 +273,11 @@ def main() -> int:
         "--control", action="store_true", help="also measure B while A sends exactly its limit"
     )
     parser.add_argument(
+        "--elsewhere",
+        action="store_true",
+        help="also measure B while the same flood goes to another server on this machine (`perdura dev`)",
+    )
+    parser.add_argument(
         "--no-namespace-header",
         dest="namespace_header",
         action="store_false",
@@ -272,7 +292,12 @@ def main() -> int:
         else:
             url = stack.enter_context(servers.postgres_database())
             running = stack.enter_context(servers.production(Path(tmp), url))
-        result = asyncio.run(run(args, running))
+        elsewhere = None
+        if args.elsewhere:
+            other = Path(tmp) / "elsewhere"
+            other.mkdir()
+            elsewhere = stack.enter_context(servers.dev_server(other))
+        result = asyncio.run(run(args, running, elsewhere))
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
