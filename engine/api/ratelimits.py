@@ -33,6 +33,8 @@ from tenants import quotas
 from tenants.models import Namespace
 
 log = logging.getLogger("perdura.ratelimit")
+FLOOD_OVER_SECONDS = 1.0
+"""A bucket that refused no call for this long is asked freely again, not one call at a time."""
 NAMESPACE_HEADER = "temporal-namespace"
 """The metadata key that names a call's namespace (sent by the SDKs and the CLI with every call)."""
 RATES_TTL_SECONDS = 5.0
@@ -66,6 +68,10 @@ class NamespaceLimits:
         """Buckets known to be empty, until when (monotonic). A bucket's next token time only moves
         forward, so refusing locally until then gives the answer the limiter would, without asking it:
         a flood costs one shared-bucket check per token, not one per call."""
+        self._probing: set[str] = set()
+        """Buckets known empty whose next token one call is asking the limiter for right now."""
+        self._refused_at: dict[str, float] = {}
+        """When each of those buckets last refused a call locally: a flood still going on."""
 
     async def rates(self, namespace: str) -> quotas.NamespaceRates:
         now = time.monotonic()
@@ -85,12 +91,18 @@ class NamespaceLimits:
         until = self._empty_until.get(key)
         if until is None:
             return None
-        wait = until - time.monotonic()
-        if wait <= 0:
-            self._empty_until.pop(key, None)
-            return None
         cached = self._rates.get(namespace)
         rps = cached[1].rps[bucket] if cached is not None else 0.0
+        now = time.monotonic()
+        if key in self._probing:
+            # Another call of this process is asking for the token that just came due; a drained bucket
+            # gains one per interval, so the answer for the rest is no (and they would all ask at once).
+            wait = 1 / rps if rps > 0 else 0.001
+        else:
+            wait = until - now
+            if wait <= 0:
+                return None
+        self._refused_at[key] = now
         return exhausted(namespace, bucket, rps, Decision(False, wait))
 
     async def check(self, namespace: str, bucket: quotas.Bucket) -> ResourceExhausted | None:
@@ -100,11 +112,24 @@ class NamespaceLimits:
         if refusal is not None:
             return refusal
         key = f"ns:{namespace}:{bucket.value}"
-        decision = await self.limiter.acquire(key, rates.rate(bucket))
+        probe = key in self._empty_until  # it was empty: this call alone asks whether it refilled
+        if probe:
+            self._probing.add(key)
+        try:
+            decision = await self.limiter.acquire(key, rates.rate(bucket))
+        finally:
+            if probe:
+                self._probing.discard(key)
         if decision.allowed:
+            # While calls are still being refused, the next token goes to one asker at a time too; a
+            # second without a refusal means the flood is over and calls ask the limiter freely again.
+            if probe and time.monotonic() - self._refused_at.get(key, 0.0) > FLOOD_OVER_SECONDS:
+                self._empty_until.pop(key, None)
+                self._refused_at.pop(key, None)
             return None
         if len(self._empty_until) > 10_000:
             self._empty_until.clear()
+            self._refused_at.clear()
         self._empty_until[key] = time.monotonic() + decision.retry_after
         return exhausted(namespace, bucket, rates.rps[bucket], decision)
 

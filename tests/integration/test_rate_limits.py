@@ -103,3 +103,54 @@ def test_gcra_arithmetic():
     assert decision.retry_after == 0.25
     with pytest.raises(ValueError, match="positive"):
         Rate(per_second=0, burst=1)
+
+
+class CountingRedisLimiter(ratelimit.RedisLimiter):
+    """The real Redis limiter, counting the checks that reach Redis."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked = 0
+
+    async def acquire(self, key, rate, *, peek=False):
+        self.asked += 1
+        return await super().acquire(key, rate, peek=peek)
+
+
+async def test_a_flood_on_a_drained_bucket_asks_redis_about_once_per_token(settings):
+    """When a drained bucket's next token comes due, one call asks Redis for it; the calls arriving while
+    that answer is on its way are refused locally instead of all asking at once."""
+    import time
+
+    from engine.api.ratelimits import NamespaceLimits
+    from tenants import quotas
+
+    class DefaultRates(NamespaceLimits):
+        async def rates(self, namespace):  # the defaults, without reading the namespace's row
+            rates = quotas.namespace_rates(None)
+            self._rates[namespace] = (time.monotonic(), rates)
+            return rates
+
+    settings.PERDURA_RATE_ACTIONS = 20  # a burst of 40, then one token every 50 ms
+    limiter = CountingRedisLimiter(REDIS_URL, prefix=f"perdura-test:{uuid.uuid4().hex[:8]}:")
+    limits = DefaultRates(limiter)
+    namespace = f"flooded-{uuid.uuid4().hex[:8]}"
+    try:
+        admitted = 0
+        loop = asyncio.get_running_loop()
+        stop = loop.time() + 1.0
+
+        async def caller() -> None:
+            nonlocal admitted
+            while loop.time() < stop:
+                if await limits.check(namespace, quotas.Bucket.ACTIONS) is None:
+                    admitted += 1
+                await asyncio.sleep(0.001)
+
+        await asyncio.gather(*(caller() for _ in range(32)))
+    finally:
+        await limiter.close()
+    # 40 of burst and about 20 refills in the second; each refill asked for once (plus the refusals that
+    # marked the bucket empty), never once per waiting caller (32 of them, every millisecond).
+    assert 40 <= admitted <= 40 + 25, admitted
+    assert limiter.asked <= 40 + 2 * 25 + 32, (limiter.asked, admitted)
