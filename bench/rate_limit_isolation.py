@@ -217,6 +217,14 @@ async def run(args: argparse.Namespace, running: servers.Running, elsewhere: ser
             result[phase]["p50_ratio"] = round(stats["p50"] / base["p50"], 3)
             result[phase]["p99_ratio"] = round(stats["p99"] / base["p99"], 3)
             result[phase]["flood"] = totals
+    if "flood_elsewhere" in result:
+        # The server's own share (issue 10's figure, goal <= 1.2): B under a flood aimed at its server, over B
+        # under the same flood aimed at another server on this machine, which costs B only the machine's CPU.
+        here, there = result["flooded"]["start_ms"], result["flood_elsewhere"]["start_ms"]
+        result["flooded_vs_elsewhere"] = {
+            "p50_ratio": round(here["p50"] / there["p50"], 3),
+            "p99_ratio": round(here["p99"] / there["p99"], 3),
+        }
     return result
 
 
