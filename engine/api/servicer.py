@@ -568,6 +568,13 @@ class WorkflowService(wss.WorkflowServiceServicer):
                 "ExecuteMultiOperation takes exactly a StartWorkflow then an UpdateWorkflow operation."
             )
         start, update = ops[0].start_workflow, ops[1].update_workflow
+        # The handler acts on the request's namespace only: an operation naming another is refused, as
+        # Temporal refuses it (the interceptor has already refused it to a key whose namespaces differ).
+        for index, op_namespace in enumerate((start.namespace, update.namespace)):
+            if op_namespace and op_namespace != request.namespace:
+                raise _multi_operation_error(
+                    InvalidArgument("Operation namespace did not match request's namespace."), failed=index
+                )
         try:
             validation.start_request(start)
             await visibility_rpc.check_search_attributes(namespace, start.search_attributes)
