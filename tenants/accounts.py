@@ -22,7 +22,7 @@ from django.utils.encoding import force_bytes, force_str
 from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 from perdura import clock
 
-from tenants import api_keys, audit, roles, services
+from tenants import access, api_keys, audit, roles, services
 from tenants.access import Actor
 from tenants.models import ApiKey, Invitation, Membership, Namespace, NamespaceUserPermission, Organization
 from tenants.roles import OrgRole
@@ -247,6 +247,8 @@ def member_set_role(*, actor: Actor, membership: Membership, role: str) -> Membe
         )
         membership.role = new.value
         membership.save(update_fields=["role"])
+        # An owner or admin held the admin role on every namespace; as a member, only their grants.
+        access.keys_fit_creator(membership.organization, membership.user, "member.role")
     return membership
 
 

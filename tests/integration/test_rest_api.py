@@ -15,7 +15,7 @@ from django.test import Client, TestCase
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from tenants import auth
-from tenants.models import ApiKey, DataKey, Namespace
+from tenants.models import ApiKey, AuditEvent, DataKey, Namespace
 from tenants.rest.permissions import Declared, need_of
 
 pytestmark = pytest.mark.django_db
@@ -257,6 +257,65 @@ def test_invited_member_roles_and_key_ceiling():
     assert owner.delete(f"/api/v1/members/{me_id}/").status_code == 204
     assert ApiKey.objects.get(pk=own_key["id"]).revoked_at is not None
     assert member.get("/api/v1/namespaces/").status_code == 403
+
+
+def test_a_key_never_exceeds_its_creator_when_the_creator_is_lowered():
+    """Lowering a member's namespace role downgrades the keys they made to it, in the same change;
+    taking the role away (or lowering an admin to member without grants) revokes them; each is audited.
+    Before, the keys kept the role they were made with."""
+    owner, org = signup()
+    ns = create_namespace(owner, "app")
+    other = create_namespace(owner, "other")
+    member = invite_and_join(owner, f"dev@{org}.example")
+    me_id = next(m["id"] for m in owner.get("/api/v1/members/").json() if m["role"] == "member")
+    access = f"/api/v1/namespaces/{ns['id']}/access/{me_id}/"
+    assert owner.put(access, {"role": "admin"}).status_code == 200
+    admin_key = create_key(member, [ns["id"]], role="admin", name="admin").json()
+    operator_key = create_key(member, [ns["id"]], role="operator", name="operator").json()
+    reader_key = create_key(member, [ns["id"]], role="reader", name="reader").json()
+    owners_key = create_key(owner, [ns["id"]], role="admin", name="owner's").json()
+
+    assert owner.put(access, {"role": "reader"}).status_code == 200
+    keys = {k.name: k for k in ApiKey.objects.filter(organization__slug=org)}
+    assert {n: (k.role, k.revoked_at is None) for n, k in keys.items()} == {
+        "admin": ("reader", True),
+        "operator": ("reader", True),
+        "reader": ("reader", True),
+        "owner's": ("admin", True),  # the owner's own key is the owner's business
+    }
+    assert auth.authenticate(f"Bearer {admin_key['key']}").role == "reader"
+    downgrades = AuditEvent.objects.filter(
+        action="apikey.downgrade", organization_id=keys["admin"].organization_id
+    )
+    assert sorted((e.target, e.details["from"], e.details["to"]) for e in downgrades) == sorted(
+        [
+            (f"apikey/{admin_key['prefix']}", "admin", "reader"),
+            (f"apikey/{operator_key['prefix']}", "operator", "reader"),
+        ]
+    )
+
+    # The role taken away: the keys are revoked, at once.
+    assert owner.delete(access).status_code == 204
+    for key in (admin_key, reader_key):
+        with pytest.raises(auth.AuthError):
+            auth.authenticate(f"Bearer {key['key']}")
+    assert auth.authenticate(f"Bearer {owners_key['key']}").role == "admin"
+
+    # An organisation admin holds admin on every namespace; lowered to member (no grants), their keys go.
+    lead = invite_and_join(owner, f"lead@{org}.example", role="admin")
+    lead_key = create_key(lead, [other["id"]], role="admin", name="lead").json()
+    lead_id = next(
+        m["id"] for m in owner.get("/api/v1/members/").json() if m["email"] == f"lead@{org}.example"
+    )
+    assert (
+        owner.put(f"/api/v1/namespaces/{other['id']}/access/{lead_id}/", {"role": "operator"}).status_code
+        == 200
+    )
+    assert auth.authenticate(f"Bearer {lead_key['key']}").role == "admin"  # still an org admin
+    assert owner.patch(f"/api/v1/members/{lead_id}/", {"role": "member"}).status_code == 200
+    assert auth.authenticate(f"Bearer {lead_key['key']}").role == "operator"
+    entry = AuditEvent.objects.filter(action="apikey.downgrade", target=f"apikey/{lead_key['prefix']}").get()
+    assert entry.details["reason"] == "member.role"
 
 
 def test_owner_rules():
