@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import uuid
 
 import pytest
@@ -17,6 +18,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from tenants import auth
 from tenants.models import ApiKey, AuditEvent, DataKey, Namespace
 from tenants.rest.permissions import Declared, need_of
+from tests.support import servers
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "correct horse battery 9"
@@ -466,6 +468,33 @@ def test_login_is_throttled_per_address_and_per_account():
     ]
     assert codes[:10] == [401] * 10
     assert codes[10] == 429
+
+
+@pytest.mark.parametrize("store", ["memory", "redis"])
+def test_each_organisation_has_a_rest_request_limit(settings, store):
+    """Requests of one organisation, by its people and keys alike, draw from one token bucket (the rate
+    limiter's, as on the gRPC API); past it: 429, Retry-After and a message naming the limit, while
+    another organisation is served. Before, the REST API had no per-organisation limit."""
+    settings.PERDURA_RATE_LIMITS = store
+    settings.PERDURA_REDIS_URL = servers.REDIS_URL
+    settings.PERDURA_RATE_REST = 2.0  # two a second, four at once
+    owner, org = signup()
+    ns = create_namespace(owner, "app")
+    key = Api(key=create_key(owner, [ns["id"]]).json()["key"])
+    other, _ = signup()
+    time.sleep(2.1)  # the set-up's requests refill
+    answers = [key.get("/api/v1/namespaces/") for _ in range(2)] + [
+        owner.get("/api/v1/namespaces/") for _ in range(2)
+    ]
+    assert [r.status_code for r in answers] == [200, 200, 200, 200]
+    refused = owner.get("/api/v1/namespaces/")
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == "1"
+    assert f"organisation {org!r} allows 2 REST API requests per second" in refused.json()["detail"]
+    assert key.get(f"/api/v1/namespaces/{ns['id']}/").status_code == 429
+    assert other.get("/api/v1/namespaces/").status_code == 200
+    time.sleep(0.6)
+    assert key.get("/api/v1/namespaces/").status_code == 200
 
 
 def test_failed_api_keys_are_throttled_per_address():
