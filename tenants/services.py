@@ -76,6 +76,21 @@ def _check_key_cap(organization: Organization) -> None:
 # --- organisations and members ------------------------------------------------------------------
 
 
+def _check_slug(slug: str) -> None:
+    if not SLUG_RE.match(slug):
+        raise TenantError(
+            f"organisation name {slug!r} is invalid: use 1-40 lowercase letters, digits or '-', "
+            "starting and ending with a letter or digit (it becomes the suffix of its namespaces)"
+        )
+
+
+def organization_check_free(*, slug: str) -> None:
+    """Raise what `organization_create` would for `slug` (TenantError, OrganizationAlreadyExists)."""
+    _check_slug(slug)
+    if Organization.objects.filter(slug=slug).exists():
+        raise OrganizationAlreadyExists(f"organisation {slug!r} already exists")
+
+
 def organization_create(*, slug: str, owner_email: str, name: str = "") -> Organization:
     """Create an organisation with its first owner (a Django user, created if the email is new).
 
@@ -83,11 +98,7 @@ def organization_create(*, slug: str, owner_email: str, name: str = "") -> Organ
         TenantError: the slug or email is invalid.
         OrganizationAlreadyExists: the slug is taken.
     """
-    if not SLUG_RE.match(slug):
-        raise TenantError(
-            f"organisation name {slug!r} is invalid: use 1-40 lowercase letters, digits or '-', "
-            "starting and ending with a letter or digit (it becomes the suffix of its namespaces)"
-        )
+    _check_slug(slug)
     try:
         with transaction.atomic():
             organization = Organization.objects.create(slug=slug, name=name or slug, created_at=clock.now())

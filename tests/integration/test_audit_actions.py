@@ -18,7 +18,7 @@ from django.core.cache import caches
 from django.test import TestCase
 
 from tenants.models import AuditEvent, Namespace
-from tests.integration.test_rest_api import PASSWORD, Api
+from tests.integration.test_rest_api import PASSWORD, Api, signup_token
 
 pytestmark = pytest.mark.django_db
 
@@ -96,7 +96,8 @@ class World:
 def signup(org: str, email: str) -> Client:
     api = Client()
     body = {"email": email, "password": PASSWORD, "organization": org}
-    ok(api.post("/api/v1/auth/signup/", body), 201)
+    ok(api.post("/api/v1/auth/signup/", body), 202)
+    ok(api.post("/api/v1/auth/signup/confirm/", {"token": signup_token(email)}), 201)
     api.actor = person(email)
     return api
 
@@ -321,6 +322,7 @@ CASES: dict[Callable[[World, Client], list[Expected]], tuple[str, ...]] = {
 
 REST_WRITES = {
     ("SignupView", "POST"): "test_signup_and_accepting_an_invitation_are_the_new_persons",
+    ("SignupConfirmView", "POST"): "test_signup_and_accepting_an_invitation_are_the_new_persons",
     ("InvitationAcceptView", "POST"): "test_signup_and_accepting_an_invitation_are_the_new_persons",
     ("OrganizationView", "PATCH"): "organization_update",
     ("MemberView", "PATCH"): "member_role",

@@ -70,11 +70,20 @@ class Api:
         return self.call("DELETE", path, **extra)
 
 
+def signup_token(email: str) -> str:
+    """The token of the sign-up link last mailed to `email`."""
+    body = next(m.body for m in reversed(mail.outbox) if m.to == [email])
+    return re.search(r"signup/confirm/\?token=(\S+)", body).group(1)
+
+
 def signup(org: str | None = None, email: str | None = None) -> tuple[Api, str]:
+    """Sign up as a person does: the request (202), then the emailed link, which signs in."""
     org = org or f"o{uuid.uuid4().hex[:8]}"
     email = email or f"owner@{org}.example"
     api = Api()
     r = api.post("/api/v1/auth/signup/", {"email": email, "password": PASSWORD, "organization": org})
+    assert r.status_code == 202, r.content
+    r = api.post("/api/v1/auth/signup/confirm/", {"token": signup_token(email)})
     assert r.status_code == 201, r.content
     assert r.json()["organization"]["slug"] == org
     assert r.json()["role"] == "owner"
@@ -189,7 +198,7 @@ def test_login_logout_and_password_reset():
     assert r.status_code == 200
 
 
-def test_signup_refuses_taken_organisation_weak_password_and_known_email():
+def test_signup_refuses_taken_organisation_and_weak_password():
     _, org = signup()
     r = Api().post(
         "/api/v1/auth/signup/", {"email": "x@y.example", "password": PASSWORD, "organization": org}
@@ -199,10 +208,71 @@ def test_signup_refuses_taken_organisation_weak_password_and_known_email():
         "/api/v1/auth/signup/", {"email": "x@y.example", "password": "short", "organization": "zz1"}
     )
     assert r.status_code == 400
-    r = Api().post(
-        "/api/v1/auth/signup/", {"email": f"owner@{org}.example", "password": PASSWORD, "organization": "zz2"}
+
+
+def test_signup_does_not_say_whether_an_email_has_an_account():
+    """A known email gets the answer a new one gets (202, no body, no cookie, similar time), as password
+    reset answers; the account's owner is emailed instead. Before, it answered 400 "an account with this
+    email exists"."""
+    _, org = signup()
+    known = f"owner@{org}.example"
+
+    def attempt(email: str):
+        mail.outbox.clear()
+        api = Api()
+        api.get("/api/v1/auth/csrf/")
+        started = time.perf_counter()
+        r = api.post(
+            "/api/v1/auth/signup/",
+            {"email": email, "password": PASSWORD, "organization": f"n{uuid.uuid4().hex[:8]}"},
+        )
+        return r, time.perf_counter() - started, list(mail.outbox)
+
+    new_email = f"new{uuid.uuid4().hex[:6]}@example.com"
+    answers = [attempt(known), attempt(new_email), attempt(known), attempt(new_email)]
+    for r, _, _ in answers:
+        assert (r.status_code, r.content) == (202, b"")
+        assert "sessionid" not in r.cookies
+    known_times = [
+        t for (r, t, _), email in zip(answers, [known, new_email] * 2, strict=True) if email == known
+    ]
+    new_times = [
+        t for (r, t, _), email in zip(answers, [known, new_email] * 2, strict=True) if email != known
+    ]
+    # Both hash the password once: neither answer is several times slower than the other.
+    print(f"sign-up answer times: known {known_times}, new {new_times}")
+    assert max(known_times) < 3 * min(new_times) + 0.05
+    assert max(new_times) < 3 * min(known_times) + 0.05
+    # The owner of the known address learns someone tried; the new address gets its link.
+    (known_mail,) = answers[0][2]
+    assert known_mail.to == [known]
+    assert "already has an account" in known_mail.body
+    (new_mail,) = answers[1][2]
+    assert new_mail.to == [new_email]
+    assert "signup/confirm/?token=" in new_mail.body
+    # The known account is untouched: its password still signs in, and no organisation was made.
+    assert Api().post("/api/v1/auth/login/", {"email": known, "password": PASSWORD}).status_code == 200
+
+
+def test_a_signup_link_works_once_and_only_for_its_account():
+    email = f"ann{uuid.uuid4().hex[:6]}@example.com"
+    org = f"o{uuid.uuid4().hex[:8]}"
+    api = Api()
+    assert (
+        api.post(
+            "/api/v1/auth/signup/", {"email": email, "password": PASSWORD, "organization": org}
+        ).status_code
+        == 202
     )
-    assert r.status_code == 400
+    # Until confirmed, the account cannot sign in and the organisation does not exist.
+    assert Api().post("/api/v1/auth/login/", {"email": email, "password": PASSWORD}).status_code == 401
+    token = signup_token(email)
+    assert api.post("/api/v1/auth/signup/confirm/", {"token": token[:-2] + "xx"}).status_code == 400
+    r = api.post("/api/v1/auth/signup/confirm/", {"token": token})
+    assert r.status_code == 201, r.content
+    assert r.json()["organization"]["slug"] == org
+    assert Api().post("/api/v1/auth/signup/confirm/", {"token": token}).status_code == 400  # single use
+    assert Api().post("/api/v1/auth/login/", {"email": email, "password": PASSWORD}).status_code == 200
 
 
 # --- members and roles ------------------------------------------------------------------------
