@@ -10,7 +10,14 @@ from __future__ import annotations
 import grpc
 import pytest
 from google.rpc import status_pb2
+from temporalio.api.command.v1 import (
+    Command,
+    CompleteWorkflowExecutionCommandAttributes,
+    SignalExternalWorkflowExecutionCommandAttributes,
+    StartChildWorkflowExecutionCommandAttributes,
+)
 from temporalio.api.common.v1 import WorkflowExecution, WorkflowType
+from temporalio.api.enums.v1 import CommandType, WorkflowExecutionStatus
 from temporalio.api.errordetails.v1 import MultiOperationExecutionFailure
 from temporalio.api.operatorservice.v1 import request_response_pb2 as orr
 from temporalio.api.operatorservice.v1 import service_pb2_grpc as oss
@@ -146,3 +153,77 @@ async def test_inner_requests_and_other_fields_are_authorised(server, tenants): 
         for name in (tenants.ns_a, tenants.ns_b):
             described = await stub.DescribeNamespace(rr.DescribeNamespaceRequest(namespace=name))
             assert described.namespace_info.name == name
+
+
+async def test_a_workflow_task_cannot_reach_a_namespace_the_key_does_not_cover(server, tenants):  # noqa: F811
+    """A command naming another tenant's (or the operator's) namespace is refused to the worker's key
+    before the history rules see it; the task itself can still be completed."""
+    key = tenants.keys["a-operator"]
+    queue = f"tq-{new_id()}"
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = wss.WorkflowServiceStub(channel)
+        workflow_id = new_id()
+        await stub.StartWorkflowExecution(
+            rr.StartWorkflowExecutionRequest(
+                namespace=tenants.ns_a,
+                workflow_id=workflow_id,
+                workflow_type=WorkflowType(name="Raw"),
+                task_queue=TaskQueue(name=queue),
+                request_id=new_id("req"),
+            ),
+            metadata=metadata(key),
+        )
+        task = await stub.PollWorkflowTaskQueue(
+            rr.PollWorkflowTaskQueueRequest(namespace=tenants.ns_a, task_queue=TaskQueue(name=queue)),
+            metadata=metadata(key),
+            timeout=30,
+        )
+        assert task.task_token
+        commands = [
+            Command(
+                command_type=CommandType.COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION,
+                start_child_workflow_execution_command_attributes=StartChildWorkflowExecutionCommandAttributes(
+                    namespace=tenants.ns_b,
+                    workflow_id=new_id(),
+                    workflow_type=WorkflowType(name="Raw"),
+                    task_queue=TaskQueue(name=queue),
+                ),
+            ),
+            Command(
+                command_type=CommandType.COMMAND_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION,
+                signal_external_workflow_execution_command_attributes=SignalExternalWorkflowExecutionCommandAttributes(
+                    namespace="default", execution=WorkflowExecution(workflow_id="any"), signal_name="s"
+                ),
+            ),
+        ]
+        for command in commands:
+            refused = await _refused(
+                stub.RespondWorkflowTaskCompleted(
+                    rr.RespondWorkflowTaskCompletedRequest(
+                        namespace=tenants.ns_a, task_token=task.task_token, commands=[command]
+                    ),
+                    metadata=metadata(key),
+                ),
+                grpc.StatusCode.PERMISSION_DENIED,
+            )
+            assert "commands[]" in (refused.details() or "")
+        complete = Command(
+            command_type=CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
+            complete_workflow_execution_command_attributes=CompleteWorkflowExecutionCommandAttributes(),
+        )
+        await stub.RespondWorkflowTaskCompleted(
+            rr.RespondWorkflowTaskCompletedRequest(
+                namespace=tenants.ns_a, task_token=task.task_token, commands=[complete]
+            ),
+            metadata=metadata(key),
+        )
+        described = await stub.DescribeWorkflowExecution(
+            rr.DescribeWorkflowExecutionRequest(
+                namespace=tenants.ns_a, execution=WorkflowExecution(workflow_id=workflow_id)
+            ),
+            metadata=metadata(key),
+        )
+        assert (
+            described.workflow_execution_info.status
+            == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED
+        )
