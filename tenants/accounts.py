@@ -82,7 +82,7 @@ def signup(*, email: str, password: str, organization_slug: str, organization_na
     _check_password(password, user_model(username=email, email=email))
     services.organization_check_free(slug=organization_slug)
     user = user_by_email(email)
-    if user is not None and (user.is_active or Membership.objects.filter(user=user).exists()):
+    if user is not None and not _pending_signup(user):
         make_password(password)  # the work the other branch does, so the timing tells nothing
         send_mail(
             "Sign-up to Perdura",
@@ -121,6 +121,11 @@ def signup(*, email: str, password: str, organization_slug: str, organization_na
     )
 
 
+def _pending_signup(user: object) -> bool:
+    """An account made by a sign-up whose link was not followed yet: inactive and in no organisation."""
+    return not user.is_active and not Membership.objects.filter(user=user).exists()
+
+
 def signup_confirm(*, token: str) -> Membership:
     """Finish a sign-up from its emailed token: the person becomes active and owns the new organisation.
 
@@ -138,8 +143,7 @@ def signup_confirm(*, token: str) -> Membership:
     user = get_user_model().objects.filter(pk=data.get("u")).first()
     if (
         user is None
-        or user.is_active
-        or Membership.objects.filter(user=user).exists()
+        or not _pending_signup(user)
         or not default_token_generator.check_token(user, data.get("t", ""))
     ):
         raise invalid
@@ -231,7 +235,8 @@ def invitation_accept(*, token: str, password: str) -> Membership:
         if invitation is None or invitation.accepted_at or invitation.revoked_at:
             raise TenantError("this invitation is not valid (unknown, used, revoked or expired)")
         user = user_by_email(invitation.email)
-        if user is not None and user.has_usable_password():
+        pending = user is not None and _pending_signup(user)
+        if user is not None and user.has_usable_password() and not pending:
             if not user.check_password(password):
                 raise TenantError("the password does not match the account of this email")
         else:
@@ -242,8 +247,11 @@ def invitation_accept(*, token: str, password: str) -> Membership:
                     username=invitation.email, email=invitation.email, password=password
                 )
             else:
+                # An unconfirmed sign-up's password was set by whoever signed up with this address; the
+                # invitation, like the sign-up link, proves the address, so its password wins.
                 user.set_password(password)
-                user.save(update_fields=["password"])
+                user.is_active = user.is_active or pending
+                user.save(update_fields=["password", "is_active"])
         # Accepting is the invited person's act, though they were anonymous when the request began.
         with audit.acting_as_user(user):
             audit.record_change(

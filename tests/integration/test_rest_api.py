@@ -198,6 +198,21 @@ def test_login_logout_and_password_reset():
     assert r.status_code == 200
 
 
+def test_an_unconfirmed_signup_does_not_hold_an_address_against_its_owner():
+    """Someone signs up with another's address and never confirms: the owner, invited later, joins with
+    their own password (the invitation proves the address, as the link would)."""
+    owner, org = signup()
+    email = f"victim{uuid.uuid4().hex[:6]}@example.com"
+    squat = {"email": email, "password": "squatter password 77", "organization": f"s{uuid.uuid4().hex[:8]}"}
+    assert Api().post("/api/v1/auth/signup/", squat).status_code == 202
+    member = invite_and_join(owner, email)
+    assert member.get("/api/v1/auth/me/").json()["organization"]["slug"] == org
+    assert Api().post("/api/v1/auth/login/", {"email": email, "password": PASSWORD}).status_code == 200
+    assert (
+        Api().post("/api/v1/auth/login/", {"email": email, "password": squat["password"]}).status_code == 401
+    )
+
+
 def test_signup_refuses_taken_organisation_and_weak_password():
     _, org = signup()
     r = Api().post(
