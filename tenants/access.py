@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from guardian.shortcuts import assign_perm
 
-from tenants import audit, roles
+from tenants import audit, roles, services
 from tenants.auth import Principal
 from tenants.models import ApiKey, Invitation, Membership, Namespace, NamespaceUserPermission, Organization
 from tenants.roles import KeyRole, OrgRole
@@ -151,6 +151,18 @@ def namespace_grant(*, namespace: Namespace, user: object, role: str | None) -> 
             namespace=namespace,
             details={"role": str(role) if role is not None else None},
         )
+        keys_fit_creator(namespace.organization, user, "namespace.grant")
+
+
+def keys_fit_creator(organization: Organization, user: object, reason: str) -> None:
+    """Downgrade or revoke the keys `user` made that their roles, as they are now, no longer cover."""
+    actor = actor_for_user(user, organization.slug)
+    services.apikeys_fit_creator(
+        organization=organization,
+        user=user,
+        role_on=lambda namespace: None if actor is None else actor.namespace_role(namespace),
+        reason=reason,
+    )
 
 
 # --- members, invitations, keys ------------------------------------------------------------------

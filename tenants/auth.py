@@ -37,6 +37,12 @@ class Principal:
     namespaces: frozenset[str] = frozenset()
     """Names of the namespaces the key may use."""
     namespace_ids: frozenset[str] = frozenset()
+    grants: frozenset[tuple[str, str]] = frozenset()
+    """(name, id) of each namespace the key may use: tells whether two fields name the same namespace."""
+
+    def namespace_id_of(self, name: str) -> str | None:
+        """The id of the granted namespace called `name`, None if the key has no such namespace."""
+        return next((i for n, i in self.grants if n == name), None)
 
     @property
     def label(self) -> str:
@@ -95,4 +101,5 @@ def authenticate(header: str) -> Principal:
         role=role,
         namespaces=frozenset(r[9] for r in rows if r[9] is not None),
         namespace_ids=frozenset(str(r[10]) for r in rows if r[10] is not None),
+        grants=frozenset((r[9], str(r[10])) for r in rows if r[9] is not None),
     )

@@ -57,6 +57,11 @@ def default_rps() -> dict[Bucket, float]:
     }
 
 
+def rest_rate() -> Rate:
+    """Each organisation's bucket of REST API requests (PERDURA_RATE_REST a second, people and keys alike)."""
+    return rate_of(settings.PERDURA_RATE_REST)
+
+
 @dataclass(frozen=True, slots=True)
 class NamespaceRates:
     """The rates in force for one namespace: the defaults with its overrides applied."""

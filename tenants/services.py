@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from perdura import clock
 
-from tenants import api_keys, audit, quotas, selectors
+from tenants import api_keys, audit, quotas, roles, selectors
 from tenants.datakeys import datakey_create
 from tenants.models import ApiKey, Membership, Namespace, Organization
 from tenants.roles import KeyRole, OrgRole
@@ -75,6 +76,21 @@ def _check_key_cap(organization: Organization) -> None:
 # --- organisations and members ------------------------------------------------------------------
 
 
+def _check_slug(slug: str) -> None:
+    if not SLUG_RE.match(slug):
+        raise TenantError(
+            f"organisation name {slug!r} is invalid: use 1-40 lowercase letters, digits or '-', "
+            "starting and ending with a letter or digit (it becomes the suffix of its namespaces)"
+        )
+
+
+def organization_check_free(*, slug: str) -> None:
+    """Raise what `organization_create` would for `slug` (TenantError, OrganizationAlreadyExists)."""
+    _check_slug(slug)
+    if Organization.objects.filter(slug=slug).exists():
+        raise OrganizationAlreadyExists(f"organisation {slug!r} already exists")
+
+
 def organization_create(*, slug: str, owner_email: str, name: str = "") -> Organization:
     """Create an organisation with its first owner (a Django user, created if the email is new).
 
@@ -82,11 +98,7 @@ def organization_create(*, slug: str, owner_email: str, name: str = "") -> Organ
         TenantError: the slug or email is invalid.
         OrganizationAlreadyExists: the slug is taken.
     """
-    if not SLUG_RE.match(slug):
-        raise TenantError(
-            f"organisation name {slug!r} is invalid: use 1-40 lowercase letters, digits or '-', "
-            "starting and ending with a letter or digit (it becomes the suffix of its namespaces)"
-        )
+    _check_slug(slug)
     try:
         with transaction.atomic():
             organization = Organization.objects.create(slug=slug, name=name or slug, created_at=clock.now())
@@ -434,3 +446,58 @@ def apikey_rotate(*, key: ApiKey, grace: timedelta = timedelta(0)) -> tuple[ApiK
             details={"successor": api_keys.display(successor.prefix), "grace_seconds": grace.total_seconds()},
         )
     return successor, plaintext
+
+
+def apikeys_fit_creator(
+    *, organization: Organization, user: object, role_on: Callable[[Namespace], KeyRole | None], reason: str
+) -> list[ApiKey]:
+    """Bring every live key `user` created in `organization` within the user's roles as they now are.
+
+    A key never exceeds its creator, at any time: called in the transaction of the change that lowered
+    the creator's roles (an organisation role, a namespace role taken or lowered), so no moment exists
+    where the key can do more than the person who made it. A key whose creator lost every role on one
+    of its namespaces is revoked (its other namespaces would change what it names); a key whose role
+    exceeds the creator's weakest role on its namespaces is downgraded to that role. Each is recorded
+    in the audit log (`apikey.revoke` or `apikey.downgrade`, with the reason).
+
+    Args:
+        role_on: the creator's role on a namespace after the change (None: no role).
+        reason: why, for the audit entries (`member.role`, `namespace.grant`).
+
+    Returns:
+        The keys changed.
+    """
+    now = clock.now()
+    keys = (
+        ApiKey.objects.select_for_update()
+        .filter(organization=organization, created_by=user, revoked_at__isnull=True, expires_at__gt=now)
+        .order_by("pk")
+    )
+    changed = []
+    for key in keys:
+        namespaces = [n for n in key.namespaces.all() if n.state != Namespace.State.DELETED]
+        held = [role_on(n) for n in namespaces]
+        target = f"apikey/{api_keys.display(key.prefix)}"
+        if any(role is None for role in held):
+            key.revoked_at = now
+            key.save(update_fields=["revoked_at"])
+            audit.record_change(
+                action="apikey.revoke",
+                target=target,
+                organization=organization,
+                details={"name": key.name, "reason": f"{reason}: its creator lost access to a namespace"},
+            )
+        elif held and not all(roles.role_covers(role, key.role) for role in held):
+            weakest = min(held, key=roles.key_access)
+            audit.record_change(
+                action="apikey.downgrade",
+                target=target,
+                organization=organization,
+                details={"name": key.name, "from": key.role, "to": weakest.value, "reason": reason},
+            )
+            key.role = weakest.value
+            key.save(update_fields=["role"])
+        else:
+            continue
+        changed.append(key)
+    return changed

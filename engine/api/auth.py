@@ -33,6 +33,7 @@ from perdura.ratelimit import Limiter, Rate
 from temporalio.api.enums.v1 import ResourceExhaustedCause, ResourceExhaustedScope
 from temporalio.api.errordetails.v1 import PermissionDeniedFailure, ResourceExhaustedFailure
 
+from engine import tokens
 from engine.api import audit as audit_calls
 from engine.api import dbthreads, methods
 from engine.api.errors import abort
@@ -89,7 +90,9 @@ def decide(method: str, rule: methods.Rule | None, principal: Principal, request
         method: the method's short name, for messages.
         rule: its row of the table, None if it has none.
         principal: the authenticated caller.
-        request: the decoded request message (its `namespace`, or `id` for DescribeNamespace).
+        request: the decoded request message: every target field of the rule that is set is checked
+            (the key must cover each namespace named, and the fields naming what the call acts on must
+            name the same one), so the handler acts only on an authorised namespace.
     """
     if principal.anonymous:
         return None
@@ -105,8 +108,8 @@ def decide(method: str, rule: methods.Rule | None, principal: Principal, request
         )
     if rule.scope is methods.Scope.CLUSTER:
         return None
-    namespace = getattr(request, "namespace", "")
     if rule.scope is methods.Scope.REGISTER:
+        namespace = request.namespace
         suffix = f".{principal.organization_slug}"
         if not namespace.endswith(suffix):
             return PermissionDenied(
@@ -114,30 +117,57 @@ def decide(method: str, rule: methods.Rule | None, principal: Principal, request
                 f"named <name>{suffix}",
                 PermissionDeniedFailure(reason="namespace outside the key's organisation"),
             )
-        label = namespace
-    elif namespace:
-        if namespace not in principal.namespaces:
-            return PermissionDenied(
-                f"{who} has no access to namespace {namespace!r}",
-                PermissionDeniedFailure(reason="namespace not granted to this key"),
-            )
-        label = namespace
-    elif method == "DescribeNamespace" and getattr(request, "id", ""):
-        if request.id not in principal.namespace_ids:
-            return PermissionDenied(
-                f"{who} has no access to namespace id {request.id!r}",
-                PermissionDeniedFailure(reason="namespace not granted to this key"),
-            )
-        label = request.id
+        label = repr(namespace)
     else:
-        return InvalidArgument("Namespace is not set on request.")
+        named = _named(rule, principal, request)
+        if not any(target.top for target, _, _ in named):
+            return InvalidArgument("Namespace is not set on request.")
+        acted_on: dict[str, str] = {}  # namespace id -> the field naming it, of those naming what it acts on
+        for target, shown, namespace_id in named:
+            if namespace_id is None:
+                return PermissionDenied(
+                    f"{who} has no access to namespace {shown} (request field {target.path})",
+                    PermissionDeniedFailure(reason="namespace not granted to this key"),
+                )
+            if target.agree:
+                acted_on.setdefault(namespace_id, f"{target.path} {shown}")
+        if len(acted_on) > 1:
+            first, second = list(acted_on.values())[:2]
+            return InvalidArgument(
+                f"The request names two namespaces: {first} and {second}; a call acts on one namespace."
+            )
+        label = next(shown for target, shown, _ in named if target.top)
     if not roles.allows(principal.role, rule.access):
         needed = roles.least_role_for(rule.access).value
         return PermissionDenied(
-            f"{who} is a {principal.role} key on namespace {label!r}; {method} needs the {needed} role or above",
+            f"{who} is a {principal.role} key on namespace {label}; {method} needs the {needed} role or above",
             PermissionDeniedFailure(reason=f"role {principal.role} below {needed}"),
         )
     return None
+
+
+def _named(
+    rule: methods.Rule, principal: Principal, request: Any
+) -> list[tuple[methods.Target, str, str | None]]:
+    """Each target field set in `request`: (target, how to show its value, the id of the namespace it names
+    if the key covers it, else None). A task token this server cannot read names nothing: its handler
+    refuses it."""
+    named: list[tuple[methods.Target, str, str | None]] = []
+    for target in rule.targets:
+        for value in methods.values_at(request, target.path):
+            if target.kind is methods.Kind.NAME:
+                named.append((target, repr(value), principal.namespace_id_of(value)))
+            elif target.kind is methods.Kind.ID:
+                covered = value if value in principal.namespace_ids else None
+                named.append((target, f"id {value!r}", covered))
+            else:
+                try:
+                    token_namespace = tokens.decode(value).namespace_id
+                except EngineError:
+                    continue
+                covered = token_namespace if token_namespace in principal.namespace_ids else None
+                named.append((target, f"id {token_namespace!r}", covered))
+    return named
 
 
 _UNKNOWN, _CANCELLED = grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED

@@ -109,6 +109,10 @@ async def register(request: rr.RegisterNamespaceRequest) -> rr.RegisterNamespace
 
 
 async def describe(request: rr.DescribeNamespaceRequest) -> rr.DescribeNamespaceResponse:
+    # One field names the namespace: the interceptor authorised each field that is set, and a request
+    # naming it twice is refused as Temporal refuses it, so the answer is always about what was checked.
+    if request.id and request.namespace:
+        raise InvalidArgument("GetNamespace operation failed.  Both ID and Name specified in request.")
     if request.id:
         namespace = await dbthreads.run(lambda: Namespace.objects.filter(id=request.id).first())
         if namespace is None:
@@ -173,6 +177,8 @@ async def delete(request: orr.DeleteNamespaceRequest) -> orr.DeleteNamespaceResp
     """OperatorService.DeleteNamespace as Temporal answers it: the namespace is marked deleted and renamed
     `<name>-deleted-<hex>` (the name is free again, keys lose it at once); the answer carries the new name.
     Runs are kept (Perdura does not purge them yet), so `namespace_delete_delay` changes nothing."""
+    if request.namespace and request.namespace_id:
+        raise InvalidArgument("Only one of namespace name or Id should be set on request.")
     if request.namespace:
         namespace = await _by_name(request.namespace)
     elif request.namespace_id:

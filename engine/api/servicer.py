@@ -164,6 +164,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
     @rpc
     async def StartWorkflowExecution(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
+        workflows.require_accepting_starts(namespace=namespace)
         validation.start_request(request)
         await visibility_rpc.check_search_attributes(namespace, request.search_attributes)
         result = await dbthreads.run(workflows.workflow_start, namespace=namespace, request=request)
@@ -177,6 +178,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
     @rpc
     async def SignalWithStartWorkflowExecution(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
+        workflows.require_accepting_starts(namespace=namespace)
         start = rr.StartWorkflowExecutionRequest(
             namespace=request.namespace,
             workflow_id=request.workflow_id,
@@ -568,6 +570,19 @@ class WorkflowService(wss.WorkflowServiceServicer):
                 "ExecuteMultiOperation takes exactly a StartWorkflow then an UpdateWorkflow operation."
             )
         start, update = ops[0].start_workflow, ops[1].update_workflow
+        try:
+            # Temporal lets update-with-start into a deprecated namespace (and so starts a run there);
+            # a deprecated namespace takes no new run from any call here.
+            workflows.require_accepting_starts(namespace=namespace)
+        except EngineError as e:
+            raise _multi_operation_error(e, failed=0) from None
+        # The handler acts on the request's namespace only: an operation naming another is refused, as
+        # Temporal refuses it (the interceptor has already refused it to a key whose namespaces differ).
+        for index, op_namespace in enumerate((start.namespace, update.namespace)):
+            if op_namespace and op_namespace != request.namespace:
+                raise _multi_operation_error(
+                    InvalidArgument("Operation namespace did not match request's namespace."), failed=index
+                )
         try:
             validation.start_request(start)
             await visibility_rpc.check_search_attributes(namespace, start.search_attributes)

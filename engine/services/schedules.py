@@ -254,6 +254,7 @@ def _start(
         if record.continued_failure:
             request.continued_failure.CopyFrom(Failure.FromString(record.continued_failure))
     try:
+        workflows.require_accepting_starts(namespace=namespace)
         result = workflows.workflow_start(namespace=namespace, request=request)
     except EngineError as e:
         log.warning("schedule %s could not start %s: %s", row.schedule_id, workflow_id, e.message)

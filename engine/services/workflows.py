@@ -18,7 +18,7 @@ from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailur
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
 from engine import ids
-from engine.errors import AlreadyExists, InvalidArgument, NotFound
+from engine.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from engine.history import cron, lifecycle, workflow_task
 from engine.history.mutation import Mutation, TaskKind
 from engine.history.state import ParentInfo
@@ -72,6 +72,21 @@ def _first_task_backoff(request: StartWorkflowExecutionRequest) -> float:
     if request.HasField("workflow_start_delay"):
         return request.workflow_start_delay.ToTimedelta().total_seconds()
     return 0.0
+
+
+def require_accepting_starts(*, namespace: Namespace) -> None:
+    """Refuse a new run from a client or a schedule in a namespace that is not registered (deprecated).
+
+    As Temporal's frontend: StartWorkflowExecution and SignalWithStartWorkflowExecution (even onto a
+    running run) are refused, and schedules take no new action; what runs there goes on (signals,
+    queries, child starts, continue-as-new), and it can still be described and listed.
+
+    Raises:
+        FailedPrecondition: the namespace is deprecated (Temporal's status and message).
+    """
+    if namespace.state != Namespace.State.REGISTERED:
+        state = Namespace.State(namespace.state).label
+        raise FailedPrecondition(f"Namespace has invalid state: {state}. Must be Registered.")
 
 
 def workflow_start(

@@ -19,12 +19,17 @@ rates in its own memory (so N replicas admit at most N times a namespace's rate)
 at most every 30 seconds; it tries Redis again after a second. Rate limits protect tenants from one
 another, not the data, and refusing every call while Redis is away would turn a cache outage into a
 full outage.
+
+The REST API (sync Django views in threads or gunicorn workers) draws from the same stores through
+`SyncLimiter` (`build_sync`): the same script on the same Redis and key prefix with redis-py's blocking
+client, or the same arithmetic in memory behind a lock.
 """
 
 from __future__ import annotations
 
 import abc
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -210,4 +215,77 @@ def build(backend: str, *, redis_url: str = "", prefix: str = "perdura:rl:") -> 
         return MemoryLimiter()
     if backend == "off":
         return Unlimited()
+    raise ValueError(f"PERDURA_RATE_LIMITS must be one of {', '.join(BACKENDS)}, not {backend!r}")
+
+
+# --- the same buckets for synchronous callers (the REST API's views) ---------------------------------
+
+
+class SyncLimiter(abc.ABC):
+    """`Limiter` for threads: the same buckets and answers, without an event loop."""
+
+    @abc.abstractmethod
+    def check(self, key: str, rate: Rate) -> Decision:
+        """Take one token from the bucket `key`; never raises for a backend failure (see `Limiter`)."""
+
+
+class LockedMemoryLimiter(SyncLimiter):
+    """`MemoryLimiter` shared by a process's threads (`perdura dev`'s web server, tests)."""
+
+    def __init__(self) -> None:
+        self._memory = MemoryLimiter()
+        self._lock = threading.Lock()
+
+    def check(self, key: str, rate: Rate) -> Decision:
+        with self._lock:
+            return self._memory.check(key, rate)
+
+
+class SyncRedisLimiter(SyncLimiter):
+    """`RedisLimiter` with redis-py's blocking client: the same script, keys and fallback."""
+
+    def __init__(self, url: str, *, prefix: str = "perdura:rl:", timeout: float = 0.25) -> None:
+        import redis
+
+        self._redis = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self._script = self._redis.register_script(GCRA_SCRIPT)
+        self._prefix = prefix
+        self.fallback = LockedMemoryLimiter()
+        self._down_until = 0.0
+        self._warned_at = -WARN_EVERY_SECONDS
+
+    def check(self, key: str, rate: Rate) -> Decision:
+        now = time.monotonic()
+        if now < self._down_until:
+            return self.fallback.check(key, rate)
+        try:
+            allowed, retry_us = self._script(
+                keys=[self._prefix + key], args=[rate.interval_us, rate.tolerance_us, "0"]
+            )
+        except Exception as e:  # as RedisLimiter: any failure means "Redis is away"
+            self._down_until = now + REDIS_RETRY_SECONDS
+            if now - self._warned_at >= WARN_EVERY_SECONDS:
+                self._warned_at = now
+                log.warning(
+                    "rate limits: Redis unreachable (%s: %s); enforcing them per process until it is back",
+                    type(e).__name__,
+                    e,
+                )
+            return self.fallback.check(key, rate)
+        return ALLOWED if allowed else Decision(False, int(retry_us) / 1_000_000)
+
+
+class SyncUnlimited(SyncLimiter):
+    def check(self, key: str, rate: Rate) -> Decision:
+        return ALLOWED
+
+
+def build_sync(backend: str, *, redis_url: str = "", prefix: str = "perdura:rl:") -> SyncLimiter:
+    """The synchronous limiter named by PERDURA_RATE_LIMITS (see `build`)."""
+    if backend == "redis":
+        return SyncRedisLimiter(redis_url, prefix=prefix)
+    if backend == "memory":
+        return LockedMemoryLimiter()
+    if backend == "off":
+        return SyncUnlimited()
     raise ValueError(f"PERDURA_RATE_LIMITS must be one of {', '.join(BACKENDS)}, not {backend!r}")

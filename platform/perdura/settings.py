@@ -105,6 +105,7 @@ PERDURA_RATE_LIMITS = os.environ.get("PERDURA_RATE_LIMITS", "memory" if env.dev_
 PERDURA_RATE_ACTIONS = env.number("PERDURA_RATE_ACTIONS", 500.0)
 PERDURA_RATE_POLLS = env.number("PERDURA_RATE_POLLS", 2000.0)
 PERDURA_RATE_VISIBILITY = env.number("PERDURA_RATE_VISIBILITY", 100.0)
+PERDURA_RATE_REST = env.number("PERDURA_RATE_REST", 50.0)
 # Failed API-key attempts per client address: a burst of this many, then one every 6 seconds.
 PERDURA_AUTH_FAILURES = int(env.number("PERDURA_AUTH_FAILURES", 20, integer=True))
 # Per-organisation caps (Temporal Cloud starts accounts at 10 namespaces).
@@ -161,6 +162,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "tenants.rest.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Per organisation, from the rate limiter's buckets; the anonymous account views set their own.
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.rest.throttles.OrganizationThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "login": os.environ.get("PERDURA_LOGIN_RATE", "10/min"),
         "login_account": os.environ.get("PERDURA_LOGIN_ACCOUNT_RATE", "5/min"),

@@ -23,6 +23,10 @@ class SignupIn(serializers.Serializer):
     organization_name = serializers.CharField(max_length=255, required=False, default="")
 
 
+class SignupConfirmIn(serializers.Serializer):
+    token = serializers.CharField(max_length=2000)
+
+
 class LoginIn(serializers.Serializer):
     email = serializers.CharField(max_length=254)
     password = serializers.CharField(max_length=128, write_only=True, style={"input_type": "password"})

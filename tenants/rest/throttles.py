@@ -1,12 +1,59 @@
-"""Throttles of the anonymous account endpoints (login, sign-up, password reset), counted in the
-`throttle` cache (Redis outside dev, so every web replica shares the counts)."""
+"""Throttles: each organisation's REST requests (the rate limiter's token buckets), and the anonymous
+account endpoints (login, sign-up, password reset), counted in the `throttle` cache (Redis outside
+dev, so every web replica shares the counts)."""
 
 from __future__ import annotations
 
 import hashlib
+import threading
 
+from django.conf import settings
 from django.core.cache import caches
-from rest_framework.throttling import SimpleRateThrottle
+from perdura import ratelimit
+from rest_framework import exceptions
+from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
+
+from tenants import quotas
+from tenants.rest.permissions import actor_of
+
+_limiters: dict[tuple[str, str, str], ratelimit.SyncLimiter] = {}
+_limiters_lock = threading.Lock()
+
+
+def limiter() -> ratelimit.SyncLimiter:
+    """This process's limiter: the same store (PERDURA_RATE_LIMITS) and key prefix as the gRPC API's."""
+    config = (
+        settings.PERDURA_RATE_LIMITS,
+        settings.PERDURA_REDIS_URL,
+        f"perdura:rl:{settings.DATABASES['default']['NAME']}:",
+    )
+    with _limiters_lock:
+        if config not in _limiters:
+            _limiters[config] = ratelimit.build_sync(config[0], redis_url=config[1], prefix=config[2])
+        return _limiters[config]
+
+
+class OrganizationThrottle(BaseThrottle):
+    """Every authenticated REST request takes a token from its organisation's bucket (PERDURA_RATE_REST a
+    second, two seconds' worth at once), whether a person or a key makes it: one tenant's script cannot
+    hold the web workers every other tenant shares. An empty bucket answers 429 with Retry-After."""
+
+    def allow_request(self, request, view) -> bool:
+        user = request.user
+        actor = actor_of(request) if user is not None and user.is_authenticated else None
+        if actor is None:
+            return True  # anonymous views carry their own throttles
+        rate = quotas.rest_rate()
+        decision = limiter().check(f"org:{actor.organization.id}:rest", rate)
+        if decision.allowed:
+            return True
+        raise exceptions.Throttled(
+            wait=decision.retry_after,
+            detail=(
+                f"Organisation rate limit exceeded: organisation {actor.organization.slug!r} allows "
+                f"{rate.per_second:g} REST API requests per second."
+            ),
+        )
 
 
 class _Throttle(SimpleRateThrottle):

@@ -7,6 +7,7 @@ from tenants.rest import views
 urlpatterns = [
     path("auth/csrf/", views.CsrfView.as_view(), name="api-csrf"),
     path("auth/signup/", views.SignupView.as_view(), name="api-signup"),
+    path("auth/signup/confirm/", views.SignupConfirmView.as_view(), name="api-signup-confirm"),
     path("auth/login/", views.LoginView.as_view(), name="api-login"),
     path("auth/logout/", views.LogoutView.as_view(), name="api-logout"),
     path("auth/me/", views.MeView.as_view(), name="api-me"),

@@ -126,21 +126,39 @@ class CsrfView(_View):
 
 
 class SignupView(_CsrfAlways, _View):
-    """Sign up: a new person and a new organisation they own; signs them in."""
+    """Sign up: always 202 with no body once the input is valid, as password reset answers, so no one can
+    learn whether an email has an account. A new address gets a confirmation link by email (which creates
+    the organisation and signs in: `auth/signup/confirm/`); an address with an account gets an email
+    saying so."""
 
     needs = {"POST": Need.PUBLIC}
     throttle_classes = [throttles.SignupThrottle]
 
-    @extend_schema(request=s.SignupIn, responses={201: s.MeOut})
+    @extend_schema(request=s.SignupIn, responses={202: None})
     def post(self, request):
         data = _valid(s.SignupIn, request.data)
-        # The new organisation's first entries name the new person (accounts.signup binds them).
-        membership = accounts.signup(
+        accounts.signup(
             email=data["email"],
             password=data["password"],
             organization_slug=data["organization"],
             organization_name=data["organization_name"],
         )
+        log.info(
+            "sign-up requested for organisation %s from %s", data["organization"], client_address(request)
+        )
+        return Response(status=status.HTTP_202_ACCEPTED)
+
+
+class SignupConfirmView(_CsrfAlways, _View):
+    """POST the emailed token: the person's account becomes active, owns the new organisation, signs in."""
+
+    needs = {"POST": Need.PUBLIC}
+    throttle_classes = [throttles.PasswordResetThrottle]
+
+    @extend_schema(request=s.SignupConfirmIn, responses={201: s.MeOut})
+    def post(self, request):
+        # The new organisation's first entries name the new person (accounts.signup_confirm binds them).
+        membership = accounts.signup_confirm(token=_valid(s.SignupConfirmIn, request.data)["token"])
         login(request, membership.user, backend="django.contrib.auth.backends.ModelBackend")
         log.info("sign-up: organisation %s from %s", membership.organization.slug, client_address(request))
         return Response(_me(request), status=status.HTTP_201_CREATED)

@@ -579,3 +579,27 @@ class ResettableWorkflow:
 
 
 ALL_WORKFLOWS.append(ResettableWorkflow)
+
+
+@workflow.defn
+class GoOnWorkflow:
+    """Waits for `go`, then starts a child HelloWorkflow ("child") or continues as new ("continue"): what a
+    run already started does must go on in a deprecated namespace."""
+
+    def __init__(self) -> None:
+        self.mode = ""
+
+    @workflow.signal
+    def go(self, mode: str) -> None:
+        self.mode = mode
+
+    @workflow.run
+    async def run(self, continued: bool) -> str:
+        if continued:
+            return "continued"
+        await workflow.wait_condition(lambda: bool(self.mode))
+        if self.mode == "continue":
+            workflow.continue_as_new(True)
+        return await workflow.execute_child_workflow(
+            HelloWorkflow.run, "child", id=f"{workflow.info().workflow_id}-child"
+        )

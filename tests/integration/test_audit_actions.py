@@ -18,7 +18,7 @@ from django.core.cache import caches
 from django.test import TestCase
 
 from tenants.models import AuditEvent, Namespace
-from tests.integration.test_rest_api import PASSWORD, Api
+from tests.integration.test_rest_api import PASSWORD, Api, signup_token
 
 pytestmark = pytest.mark.django_db
 
@@ -96,7 +96,8 @@ class World:
 def signup(org: str, email: str) -> Client:
     api = Client()
     body = {"email": email, "password": PASSWORD, "organization": org}
-    ok(api.post("/api/v1/auth/signup/", body), 201)
+    ok(api.post("/api/v1/auth/signup/", body), 202)
+    ok(api.post("/api/v1/auth/signup/confirm/", {"token": signup_token(email)}), 201)
     api.actor = person(email)
     return api
 
@@ -230,6 +231,30 @@ def apikey_rotate(w: World, api: Client) -> list[Expected]:
     ]
 
 
+def apikey_downgrade(w: World, api: Client) -> list[Expected]:
+    """Lowering a member's namespace role downgrades (or, taken away, revokes) the keys they made, in the
+    same change, each with its own entry after the grant's."""
+    ns = w.namespace(api)
+    member, membership = w.member()
+    path = f"/api/v1/namespaces/{ns['id']}/access/{membership['id']}/"
+    ok(api.put(path, {"role": "operator"}))
+    body = {"name": "worker", "role": "operator", "namespaces": [ns["id"]]}
+    key = ok(member.post("/api/v1/api-keys/", body), 201)
+    ok(api.put(path, {"role": "reader"}))
+    ok(api.delete(path), 204)
+    grant, target = f"member/{membership['email']}", f"apikey/{key['prefix']}"
+    return [
+        Expected("namespace.grant", grant, ns["name"], {"role": "reader"}),
+        Expected(
+            "apikey.downgrade",
+            target,
+            details={"from": "operator", "to": "reader", "reason": "namespace.grant"},
+        ),
+        Expected("namespace.grant", grant, ns["name"], {"role": None}),
+        Expected("apikey.revoke", target, details={"name": "worker"}),
+    ]
+
+
 # Refused (403: `denied`) and failed (4xx: `failed`) changes are recorded by the view with its HTTP
 # status: the action names the method and view, the target the path.
 
@@ -285,6 +310,7 @@ CASES: dict[Callable[[World, Client], list[Expected]], tuple[str, ...]] = {
     apikey_create: (PERSON,),
     apikey_revoke: (PERSON,),
     apikey_rotate: (PERSON,),
+    apikey_downgrade: (PERSON, KEY),
     refused_organization_update: (PERSON,),
     refused_namespace_update: (PERSON,),
     refused_apikey_create: (KEY,),
@@ -296,6 +322,7 @@ CASES: dict[Callable[[World, Client], list[Expected]], tuple[str, ...]] = {
 
 REST_WRITES = {
     ("SignupView", "POST"): "test_signup_and_accepting_an_invitation_are_the_new_persons",
+    ("SignupConfirmView", "POST"): "test_signup_and_accepting_an_invitation_are_the_new_persons",
     ("InvitationAcceptView", "POST"): "test_signup_and_accepting_an_invitation_are_the_new_persons",
     ("OrganizationView", "PATCH"): "organization_update",
     ("MemberView", "PATCH"): "member_role",
@@ -341,6 +368,7 @@ COVERED_ACTIONS = {
     "apikey.create",
     "apikey.revoke",
     "apikey.rotate",
+    "apikey.downgrade",
 }
 """The recorded actions (`record_change`) whose successful entry this file checks through the REST API."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import uuid
 
 import pytest
@@ -15,8 +16,9 @@ from django.test import Client, TestCase
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from tenants import auth
-from tenants.models import ApiKey, DataKey, Namespace
+from tenants.models import ApiKey, AuditEvent, DataKey, Namespace
 from tenants.rest.permissions import Declared, need_of
+from tests.support import servers
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "correct horse battery 9"
@@ -68,11 +70,20 @@ class Api:
         return self.call("DELETE", path, **extra)
 
 
+def signup_token(email: str) -> str:
+    """The token of the sign-up link last mailed to `email`."""
+    body = next(m.body for m in reversed(mail.outbox) if m.to == [email])
+    return re.search(r"signup/confirm/\?token=(\S+)", body).group(1)
+
+
 def signup(org: str | None = None, email: str | None = None) -> tuple[Api, str]:
+    """Sign up as a person does: the request (202), then the emailed link, which signs in."""
     org = org or f"o{uuid.uuid4().hex[:8]}"
     email = email or f"owner@{org}.example"
     api = Api()
     r = api.post("/api/v1/auth/signup/", {"email": email, "password": PASSWORD, "organization": org})
+    assert r.status_code == 202, r.content
+    r = api.post("/api/v1/auth/signup/confirm/", {"token": signup_token(email)})
     assert r.status_code == 201, r.content
     assert r.json()["organization"]["slug"] == org
     assert r.json()["role"] == "owner"
@@ -187,7 +198,22 @@ def test_login_logout_and_password_reset():
     assert r.status_code == 200
 
 
-def test_signup_refuses_taken_organisation_weak_password_and_known_email():
+def test_an_unconfirmed_signup_does_not_hold_an_address_against_its_owner():
+    """Someone signs up with another's address and never confirms: the owner, invited later, joins with
+    their own password (the invitation proves the address, as the link would)."""
+    owner, org = signup()
+    email = f"victim{uuid.uuid4().hex[:6]}@example.com"
+    squat = {"email": email, "password": "squatter password 77", "organization": f"s{uuid.uuid4().hex[:8]}"}
+    assert Api().post("/api/v1/auth/signup/", squat).status_code == 202
+    member = invite_and_join(owner, email)
+    assert member.get("/api/v1/auth/me/").json()["organization"]["slug"] == org
+    assert Api().post("/api/v1/auth/login/", {"email": email, "password": PASSWORD}).status_code == 200
+    assert (
+        Api().post("/api/v1/auth/login/", {"email": email, "password": squat["password"]}).status_code == 401
+    )
+
+
+def test_signup_refuses_taken_organisation_and_weak_password():
     _, org = signup()
     r = Api().post(
         "/api/v1/auth/signup/", {"email": "x@y.example", "password": PASSWORD, "organization": org}
@@ -197,10 +223,71 @@ def test_signup_refuses_taken_organisation_weak_password_and_known_email():
         "/api/v1/auth/signup/", {"email": "x@y.example", "password": "short", "organization": "zz1"}
     )
     assert r.status_code == 400
-    r = Api().post(
-        "/api/v1/auth/signup/", {"email": f"owner@{org}.example", "password": PASSWORD, "organization": "zz2"}
+
+
+def test_signup_does_not_say_whether_an_email_has_an_account():
+    """A known email gets the answer a new one gets (202, no body, no cookie, similar time), as password
+    reset answers; the account's owner is emailed instead. Before, it answered 400 "an account with this
+    email exists"."""
+    _, org = signup()
+    known = f"owner@{org}.example"
+
+    def attempt(email: str):
+        mail.outbox.clear()
+        api = Api()
+        api.get("/api/v1/auth/csrf/")
+        started = time.perf_counter()
+        r = api.post(
+            "/api/v1/auth/signup/",
+            {"email": email, "password": PASSWORD, "organization": f"n{uuid.uuid4().hex[:8]}"},
+        )
+        return r, time.perf_counter() - started, list(mail.outbox)
+
+    new_email = f"new{uuid.uuid4().hex[:6]}@example.com"
+    answers = [attempt(known), attempt(new_email), attempt(known), attempt(new_email)]
+    for r, _, _ in answers:
+        assert (r.status_code, r.content) == (202, b"")
+        assert "sessionid" not in r.cookies
+    known_times = [
+        t for (r, t, _), email in zip(answers, [known, new_email] * 2, strict=True) if email == known
+    ]
+    new_times = [
+        t for (r, t, _), email in zip(answers, [known, new_email] * 2, strict=True) if email != known
+    ]
+    # Both hash the password once: neither answer is several times slower than the other.
+    print(f"sign-up answer times: known {known_times}, new {new_times}")
+    assert max(known_times) < 3 * min(new_times) + 0.05
+    assert max(new_times) < 3 * min(known_times) + 0.05
+    # The owner of the known address learns someone tried; the new address gets its link.
+    (known_mail,) = answers[0][2]
+    assert known_mail.to == [known]
+    assert "already has an account" in known_mail.body
+    (new_mail,) = answers[1][2]
+    assert new_mail.to == [new_email]
+    assert "signup/confirm/?token=" in new_mail.body
+    # The known account is untouched: its password still signs in, and no organisation was made.
+    assert Api().post("/api/v1/auth/login/", {"email": known, "password": PASSWORD}).status_code == 200
+
+
+def test_a_signup_link_works_once_and_only_for_its_account():
+    email = f"ann{uuid.uuid4().hex[:6]}@example.com"
+    org = f"o{uuid.uuid4().hex[:8]}"
+    api = Api()
+    assert (
+        api.post(
+            "/api/v1/auth/signup/", {"email": email, "password": PASSWORD, "organization": org}
+        ).status_code
+        == 202
     )
-    assert r.status_code == 400
+    # Until confirmed, the account cannot sign in and the organisation does not exist.
+    assert Api().post("/api/v1/auth/login/", {"email": email, "password": PASSWORD}).status_code == 401
+    token = signup_token(email)
+    assert api.post("/api/v1/auth/signup/confirm/", {"token": token[:-2] + "xx"}).status_code == 400
+    r = api.post("/api/v1/auth/signup/confirm/", {"token": token})
+    assert r.status_code == 201, r.content
+    assert r.json()["organization"]["slug"] == org
+    assert Api().post("/api/v1/auth/signup/confirm/", {"token": token}).status_code == 400  # single use
+    assert Api().post("/api/v1/auth/login/", {"email": email, "password": PASSWORD}).status_code == 200
 
 
 # --- members and roles ------------------------------------------------------------------------
@@ -257,6 +344,65 @@ def test_invited_member_roles_and_key_ceiling():
     assert owner.delete(f"/api/v1/members/{me_id}/").status_code == 204
     assert ApiKey.objects.get(pk=own_key["id"]).revoked_at is not None
     assert member.get("/api/v1/namespaces/").status_code == 403
+
+
+def test_a_key_never_exceeds_its_creator_when_the_creator_is_lowered():
+    """Lowering a member's namespace role downgrades the keys they made to it, in the same change;
+    taking the role away (or lowering an admin to member without grants) revokes them; each is audited.
+    Before, the keys kept the role they were made with."""
+    owner, org = signup()
+    ns = create_namespace(owner, "app")
+    other = create_namespace(owner, "other")
+    member = invite_and_join(owner, f"dev@{org}.example")
+    me_id = next(m["id"] for m in owner.get("/api/v1/members/").json() if m["role"] == "member")
+    access = f"/api/v1/namespaces/{ns['id']}/access/{me_id}/"
+    assert owner.put(access, {"role": "admin"}).status_code == 200
+    admin_key = create_key(member, [ns["id"]], role="admin", name="admin").json()
+    operator_key = create_key(member, [ns["id"]], role="operator", name="operator").json()
+    reader_key = create_key(member, [ns["id"]], role="reader", name="reader").json()
+    owners_key = create_key(owner, [ns["id"]], role="admin", name="owner's").json()
+
+    assert owner.put(access, {"role": "reader"}).status_code == 200
+    keys = {k.name: k for k in ApiKey.objects.filter(organization__slug=org)}
+    assert {n: (k.role, k.revoked_at is None) for n, k in keys.items()} == {
+        "admin": ("reader", True),
+        "operator": ("reader", True),
+        "reader": ("reader", True),
+        "owner's": ("admin", True),  # the owner's own key is the owner's business
+    }
+    assert auth.authenticate(f"Bearer {admin_key['key']}").role == "reader"
+    downgrades = AuditEvent.objects.filter(
+        action="apikey.downgrade", organization_id=keys["admin"].organization_id
+    )
+    assert sorted((e.target, e.details["from"], e.details["to"]) for e in downgrades) == sorted(
+        [
+            (f"apikey/{admin_key['prefix']}", "admin", "reader"),
+            (f"apikey/{operator_key['prefix']}", "operator", "reader"),
+        ]
+    )
+
+    # The role taken away: the keys are revoked, at once.
+    assert owner.delete(access).status_code == 204
+    for key in (admin_key, reader_key):
+        with pytest.raises(auth.AuthError):
+            auth.authenticate(f"Bearer {key['key']}")
+    assert auth.authenticate(f"Bearer {owners_key['key']}").role == "admin"
+
+    # An organisation admin holds admin on every namespace; lowered to member (no grants), their keys go.
+    lead = invite_and_join(owner, f"lead@{org}.example", role="admin")
+    lead_key = create_key(lead, [other["id"]], role="admin", name="lead").json()
+    lead_id = next(
+        m["id"] for m in owner.get("/api/v1/members/").json() if m["email"] == f"lead@{org}.example"
+    )
+    assert (
+        owner.put(f"/api/v1/namespaces/{other['id']}/access/{lead_id}/", {"role": "operator"}).status_code
+        == 200
+    )
+    assert auth.authenticate(f"Bearer {lead_key['key']}").role == "admin"  # still an org admin
+    assert owner.patch(f"/api/v1/members/{lead_id}/", {"role": "member"}).status_code == 200
+    assert auth.authenticate(f"Bearer {lead_key['key']}").role == "operator"
+    entry = AuditEvent.objects.filter(action="apikey.downgrade", target=f"apikey/{lead_key['prefix']}").get()
+    assert entry.details["reason"] == "member.role"
 
 
 def test_owner_rules():
@@ -407,6 +553,33 @@ def test_login_is_throttled_per_address_and_per_account():
     ]
     assert codes[:10] == [401] * 10
     assert codes[10] == 429
+
+
+@pytest.mark.parametrize("store", ["memory", "redis"])
+def test_each_organisation_has_a_rest_request_limit(settings, store):
+    """Requests of one organisation, by its people and keys alike, draw from one token bucket (the rate
+    limiter's, as on the gRPC API); past it: 429, Retry-After and a message naming the limit, while
+    another organisation is served. Before, the REST API had no per-organisation limit."""
+    settings.PERDURA_RATE_LIMITS = store
+    settings.PERDURA_REDIS_URL = servers.REDIS_URL
+    settings.PERDURA_RATE_REST = 2.0  # two a second, four at once
+    owner, org = signup()
+    ns = create_namespace(owner, "app")
+    key = Api(key=create_key(owner, [ns["id"]]).json()["key"])
+    other, _ = signup()
+    time.sleep(2.1)  # the set-up's requests refill
+    answers = [key.get("/api/v1/namespaces/") for _ in range(2)] + [
+        owner.get("/api/v1/namespaces/") for _ in range(2)
+    ]
+    assert [r.status_code for r in answers] == [200, 200, 200, 200]
+    refused = owner.get("/api/v1/namespaces/")
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == "1"
+    assert f"organisation {org!r} allows 2 REST API requests per second" in refused.json()["detail"]
+    assert key.get(f"/api/v1/namespaces/{ns['id']}/").status_code == 429
+    assert other.get("/api/v1/namespaces/").status_code == 200
+    time.sleep(0.6)
+    assert key.get("/api/v1/namespaces/").status_code == 200
 
 
 def test_failed_api_keys_are_throttled_per_address():
