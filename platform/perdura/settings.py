@@ -37,6 +37,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",  # request.htmx: console pages answer fragments to htmx
+    "frontend.middleware.ConsoleSecurityHeaders",  # CSP without inline scripts, framing refused
 ]
 
 TEMPLATES = [
@@ -129,7 +131,8 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.flag("PERDURA_SECURE_COOKIES")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("PERDURA_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
-STATIC_URL = "static/"
+STATIC_URL = "/static/"
+LOGIN_URL = "/login/"
 PERDURA_WEB_URL = os.environ.get("PERDURA_WEB_URL", "http://127.0.0.1:8233").rstrip("/")
 EMAIL_BACKEND = os.environ.get(
     "PERDURA_EMAIL_BACKEND",

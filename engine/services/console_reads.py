@@ -1,0 +1,93 @@
+"""Reads for the web console: a run as DescribeWorkflowExecution shows it, its history by pages, and the
+list page's rows as ListWorkflowExecutions returns them.
+
+The console shows what the gRPC API answers, so it reuses the API's own converters instead of a second
+rendering of the same state; these functions are synchronous (Django views call them directly).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflow.v1 import WorkflowExecutionInfo
+from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
+
+from engine.errors import NotFound
+from engine.models import Execution
+from engine.persistence import store
+from engine.services import reads
+from visibility import registry, selectors
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """A run as the console shows it: its row, its describe answer, its first and closing events."""
+
+    execution: Execution
+    describe: rr.DescribeWorkflowExecutionResponse
+    started: HistoryEvent | None
+    closed: HistoryEvent | None
+
+
+def run_view(*, namespace_id: uuid.UUID, workflow_id: str, run_id: str) -> RunView:
+    """The run, described as DescribeWorkflowExecution answers, with its start and close events.
+
+    Raises:
+        NotFound: no such run in the namespace.
+    """
+    from engine.api.servicer import _describe_execution
+
+    snapshot = reads.run_snapshot(namespace_id=namespace_id, workflow_id=workflow_id, run_id=run_id)
+    started = next(store.history_events(snapshot.execution, first_event_id=1, last_event_id=1), None)
+    return RunView(
+        execution=snapshot.execution,
+        describe=_describe_execution(snapshot),
+        started=started,
+        closed=reads.close_event(snapshot.execution),
+    )
+
+
+def run_events(
+    execution: Execution, *, after_event_id: int, page_size: int, descending: bool
+) -> list[HistoryEvent]:
+    """A page of the run's history: `page_size` events after `after_event_id` (ascending), or before it
+    (descending, newest first; 0 means from the newest). Only the batches that hold the page are read."""
+    last = execution.next_event_id - 1
+    if descending:
+        before = after_event_id if 0 < after_event_id <= last else last + 1
+        return reads.history_reverse_page(execution, before_event_id=before, page_size=page_size)
+    first = max(after_event_id + 1, 1)
+    if first > last:
+        return []
+    events = store.history_events(
+        execution, first_event_id=first, last_event_id=min(first + page_size - 1, last)
+    )
+    return list(events)
+
+
+def run_all_events(execution: Execution) -> Iterator[HistoryEvent]:
+    """Every event of the run, in order (the compact view groups them)."""
+    return store.history_events(execution, first_event_id=1, last_event_id=execution.next_event_id - 1)
+
+
+def run_list_page(
+    *, namespace_id: uuid.UUID, query: str, page_size: int, page_token: bytes
+) -> tuple[list[WorkflowExecutionInfo], bytes]:
+    """A page of runs as ListWorkflowExecutions returns them, and the next page's token.
+
+    Raises:
+        QueryError: a bad filter or page token.
+    """
+    from engine.api.visibility import execution_info
+
+    records, token = selectors.execution_list(
+        namespace_id=namespace_id, query=query, page_size=page_size, page_token=page_token
+    )
+    custom = registry.custom_types(namespace_id)
+    return [execution_info(r, custom) for r in records], token
+
+
+__all__ = ["NotFound", "RunView", "run_all_events", "run_events", "run_list_page", "run_view"]

@@ -1,0 +1,262 @@
+"""The web console in a real browser against `perdura dev`: runs started by the official SDK appear in the
+list, the filter works and shows the parser's error at its position, a run shows its summary, decoded
+input and result and its history (paged, compact and full, raw JSON one click away)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from urllib.parse import quote
+
+import pytest
+from playwright.async_api import expect
+from temporalio.client import WorkflowFailureError
+
+from tests.browser.conftest import PageWatch, screenshot_path
+from tests.browser.workflows import ConsoleOrder
+
+
+def run_url(base: str, workflow_id: str, run_id: str, namespace: str = "default") -> str:
+    return f"{base}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}/{run_id}/history"
+
+
+async def test_sdk_run_in_list_filter_and_query_error(
+    console_dev, dev_client, console_worker, task_queue, context
+):
+    _, base = console_dev
+    tag = uuid.uuid4().hex[:6]
+    done = await dev_client.execute_workflow(
+        ConsoleOrder.run,
+        {"customer": "Ada", "items": ["tea", "scones"]},
+        id=f"order-{tag}-done",
+        task_queue=task_queue,
+    )
+    assert done["greeting"] == "Hello, Ada!"
+    waiting = await dev_client.start_workflow(
+        ConsoleOrder.run,
+        {"customer": "Grace", "signals": 1},
+        id=f"order-{tag}-waiting",
+        task_queue=task_queue,
+    )
+
+    page = await context.new_page()
+    watch = PageWatch(page)
+    response = await page.goto(base + "/")
+    assert response is not None
+    assert response.ok
+    assert page.url == f"{base}/namespaces/default/workflows"
+    csp = await response.header_value("content-security-policy")
+    assert csp is not None
+    assert "script-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+    rows = page.locator("table.runs tbody tr")
+    await expect(page.get_by_role("link", name=f"order-{tag}-done", exact=True)).to_be_visible()
+    await expect(page.get_by_role("link", name=f"order-{tag}-waiting", exact=True)).to_be_visible()
+    await expect(page.locator(".chip.status-running span")).not_to_have_text("0")
+    await expect(page.locator(".chip.status-completed span")).not_to_have_text("0")
+    await page.screenshot(path=screenshot_path("workflows-list"), full_page=True)
+
+    # A filter typed in the query bar narrows the list to the one run.
+    await page.get_by_label("List filter").fill(f'WorkflowId = "order-{tag}-waiting"')
+    await page.get_by_label("List filter").press("Enter")
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_contain_text(f"order-{tag}-waiting")
+    await expect(rows.first.locator(".badge")).to_have_text("Running")
+    await expect(page.locator(".chip.status-running span")).to_have_text("1")
+    assert "query=WorkflowId" in page.url
+
+    # A status chip filters by status.
+    await page.goto(base + "/namespaces/default/workflows")
+    await page.locator(".chip.status-completed").click()
+    await expect(page.locator(".chip.status-completed")).to_have_attribute("aria-current", "true")
+    await expect(page.get_by_role("link", name=f"order-{tag}-done", exact=True)).to_be_visible()
+    await expect(page.get_by_role("link", name=f"order-{tag}-waiting", exact=True)).to_have_count(0)
+
+    # A bad filter shows the parser's message and marks the position it names.
+    bad = 'WorkflowType = = "x"'
+    await page.get_by_label("List filter").fill(bad)
+    await page.get_by_label("List filter").press("Enter")
+    error = page.locator("#query-error")
+    await expect(error).to_contain_text("syntax error at position 16")
+    await expect(error.locator("mark")).to_have_text("=")
+    await expect(error.locator(".caret")).to_have_text(bad)
+    await expect(page.get_by_label("List filter")).to_have_attribute("aria-invalid", "true")
+    await page.screenshot(path=screenshot_path("workflows-query-error"))
+    # An unknown attribute is the resolver's error, also shown.
+    await page.goto(base + "/namespaces/default/workflows?query=" + quote("NoSuchAttribute = 'x'"))
+    await expect(page.locator("#query-error")).to_contain_text("NoSuchAttribute")
+
+    # An example fills the filter.
+    await page.get_by_text("Filter examples").click()
+    await page.get_by_role("link", name='ExecutionStatus = "Running"').click()
+    await expect(page.get_by_label("List filter")).to_have_value('ExecutionStatus = "Running"')
+    await expect(page.get_by_role("link", name=f"order-{tag}-waiting", exact=True)).to_be_visible()
+    assert watch.errors == []
+    await waiting.signal("go")
+    await waiting.result()
+
+
+async def test_run_page_summary_payloads_and_history(
+    console_dev, dev_client, console_worker, task_queue, context
+):
+    _, base = console_dev
+    workflow_id = f"checkout/{uuid.uuid4().hex[:6]}"  # a slash in the id, as people use them
+    handle = await dev_client.start_workflow(
+        ConsoleOrder.run,
+        {"customer": "Ada", "items": ["tea", {"sku": 42, "qty": 2}], "signals": 130},
+        id=workflow_id,
+        task_queue=task_queue,
+        memo={"team": "payments", "ticket": {"id": 7}},
+    )
+    for n in range(130):
+        await handle.signal(f"nudge-{n}", n)
+    result = await handle.result()
+    events = [e async for e in handle.fetch_history_events()]
+    assert len(events) > 140
+
+    page = await context.new_page()
+    watch = PageWatch(page)
+    await page.goto(base + "/namespaces/default/workflows?query=" + quote(f'WorkflowId = "{workflow_id}"'))
+    await page.get_by_role("link", name=workflow_id, exact=True).click()
+    await expect(page).to_have_url(run_url(base, workflow_id, handle.result_run_id).replace("%2F", "/"))
+    await expect(page.locator("h1")).to_have_text(workflow_id)
+    await expect(page.locator(".run-head .badge")).to_have_text("Completed")
+    summary = page.locator("section.summary")
+    await expect(summary).to_contain_text("ConsoleOrder")
+    await expect(summary).to_contain_text(task_queue)
+    await expect(summary).to_contain_text(handle.result_run_id)
+    await expect(summary).to_contain_text(f"{len(events)} events")
+
+    # Input and result decoded and pretty-printed.
+    input_text = await page.locator("#input-h + .payload pre").inner_text()
+    assert json.loads(input_text) == {
+        "customer": "Ada",
+        "items": ["tea", {"sku": 42, "qty": 2}],
+        "signals": 130,
+    }
+    assert '\n  "customer": "Ada"' in input_text
+    result_text = await page.locator("#result-h + .payload pre").inner_text()
+    assert json.loads(result_text) == result
+    await expect(page.locator("#memo-h + dl")).to_contain_text("payments")
+
+    # The full history, newest first, 100 events a page; the close event on top.
+    history = page.locator("#history")
+    await expect(history.locator("h2 .count")).to_have_text(str(len(events)))
+    full = history.locator("ol.full > li")
+    await expect(full).to_have_count(100)
+    await expect(full.first.locator(".etype")).to_have_text("WorkflowExecutionCompleted")
+    await expect(history.locator(".pager")).to_contain_text(
+        f"events {len(events) - 99}–{len(events)} of {len(events)}"
+    )
+    await page.screenshot(path=screenshot_path("run-detail"), full_page=False)
+    # Next page (htmx: the history alone is replaced and the URL follows).
+    await history.get_by_role("link", name="Next ›").click()
+    n = len(events)
+    await expect(history.locator(".pager")).to_contain_text(f"events {n - 199}–{n - 100} of {n}")
+    assert "after=" in page.url
+    await history.get_by_role("link", name="Last »").click()
+    await expect(history.locator(".pager")).to_contain_text(f"events 1–100 of {n}")
+    await expect(full.last.locator(".etype")).to_have_text("WorkflowExecutionStarted")
+    # Expand an event, then its raw JSON.
+    started = history.locator("#event-1")
+    await started.locator("summary").first.click()
+    await expect(started.locator(".event-body")).to_contain_text("workflowType")
+    await started.get_by_text("Raw JSON").click()
+    raw = json.loads(await started.locator("details.raw pre").inner_text())
+    assert raw["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"
+    assert raw["workflowExecutionStartedEventAttributes"]["input"]["payloads"][0]["customer"] == "Ada"
+
+    # Compact view: the activity is one row, with its state; signals one row each; no workflow tasks.
+    await history.get_by_role("link", name="Compact").click()
+    await expect(history.locator("ol.compact")).to_be_visible()
+    await expect(history.locator("ol.compact > li").first).to_contain_text("WorkflowExecutionCompleted")
+    await history.get_by_role("link", name="Newest first ↓").click()
+    await expect(history.get_by_role("link", name="Oldest first ↑")).to_be_visible()
+    await expect(history.locator("ol.compact > li").first).to_contain_text("ConsoleOrder")
+    activity = history.locator("ol.compact > li", has_text="compose_greeting")
+    await expect(activity.locator(".badge.state")).to_have_text("Completed")
+    await expect(activity).to_contain_text("3 events")
+    await expect(history.locator("ol.compact > li.cat-task")).to_have_count(0)
+    await expect(history.locator(".pager")).to_contain_text("page 1 of 2")
+    await page.screenshot(path=screenshot_path("run-detail-compact"), full_page=False)
+    assert watch.errors == []
+
+
+async def test_missing_run_and_namespace_answer_404(console_dev, context):
+    _, base = console_dev
+    page = await context.new_page()
+    response = await page.goto(run_url(base, "nope", "00000000-0000-0000-0000-000000000000"))
+    assert response is not None
+    assert response.status == 404
+    response = await page.goto(base + "/namespaces/no-such-namespace/workflows")
+    assert response is not None
+    assert response.status == 404
+
+
+XSS = (
+    '<script>window.__xss=(window.__xss||0)+1</script><img src=x onerror="window.__xss=(window.__xss||0)+1">'
+)
+
+
+async def test_stored_xss_is_shown_inert(console_dev, dev_client, console_worker, task_queue, context):
+    """Ids, memo values, signal names, failure messages and payloads that carry markup are shown as
+    text: no injected element exists and no injected script ran (CSP violations would be console errors)."""
+    _, base = console_dev
+    tag = uuid.uuid4().hex[:6]
+    failing = await dev_client.start_workflow(
+        ConsoleOrder.run,
+        {"customer": XSS, "items": [XSS], "signals": 1, "fail": f"rejected {XSS}"},
+        id=f"xss-{tag}-{XSS}",
+        task_queue=task_queue,
+        memo={XSS: XSS, "note": XSS},
+    )
+    await failing.signal(f"sig-{XSS}", XSS)
+    with pytest.raises(WorkflowFailureError):
+        await failing.result()
+    completing = await dev_client.start_workflow(
+        ConsoleOrder.run, {"customer": XSS, "items": [XSS]}, id=f"xss-{tag}-ok-{XSS}", task_queue=task_queue
+    )
+    await completing.result()
+
+    page = await context.new_page()
+    watch = PageWatch(page)
+
+    async def assert_inert() -> None:
+        assert await page.evaluate("window.__xss") is None
+        assert await page.locator("img[src=x]").count() == 0
+        assert await page.locator("script:not([src])").count() == 0
+
+    await page.goto(
+        base + "/namespaces/default/workflows?query=" + quote(f'WorkflowId STARTS_WITH "xss-{tag}"')
+    )
+    await expect(page.locator("table.runs tbody tr")).to_have_count(2)
+    await expect(page.get_by_role("link", name=f"xss-{tag}-{XSS}", exact=True)).to_be_visible()
+    await assert_inert()
+
+    await page.get_by_role("link", name=f"xss-{tag}-{XSS}", exact=True).click()
+    await expect(page.locator(".run-head .badge")).to_have_text("Failed")
+    await expect(page.locator("h1")).to_have_text(f"xss-{tag}-{XSS}")
+    await expect(page.locator(".failure-message")).to_have_text(f"rejected {XSS}")
+    await expect(page.locator("#memo-h + dl")).to_contain_text(XSS)
+    assert json.loads(await page.locator("#input-h + .payload pre").inner_text())["customer"] == XSS
+    signaled = page.locator("ol.full > li", has_text="WorkflowExecutionSignaled")
+    await expect(signaled.locator(".esum")).to_contain_text(f"sig-{XSS}")
+    # Open every event and every raw JSON block: their contents render as text too.
+    for summary in await page.locator("ol.full details > summary").all():
+        await summary.click()
+    await expect(page.locator("details.raw[open]").first).to_be_visible()
+    await assert_inert()
+    await page.get_by_role("link", name="Compact").click()
+    await expect(page.locator("ol.compact")).to_be_visible()
+    await assert_inert()
+
+    await page.goto(
+        base + "/namespaces/default/workflows?query=" + quote(f'WorkflowId STARTS_WITH "xss-{tag}-ok"')
+    )
+    await page.get_by_role("link", name=f"xss-{tag}-ok-{XSS}", exact=True).click()
+    await expect(page.locator(".run-head .badge")).to_have_text("Completed")
+    assert json.loads(await page.locator("#result-h + .payload pre").inner_text())["items"] == [XSS]
+    await assert_inert()
+    assert watch.errors == []
+    assert re.search(r"<img|<script", await page.locator("main").inner_text())  # shown, as text
