@@ -23,15 +23,16 @@ log = logging.getLogger("perdura.console")
 
 @dataclass
 class _Attempt:
-    """What DRF's throttles read of a request: its META (source address) and data (the email)."""
+    """What DRF's throttles read of a request: its META and headers (source address) and data (the email)."""
 
     META: dict  # noqa: N815 - the attribute name DRF reads
+    headers: object
     data: dict = field(default_factory=dict)
 
 
 def _throttled(request: HttpRequest, email: str) -> float | None:
     """Seconds to wait when this attempt is over a login limit, else None (the attempt is counted)."""
-    attempt = _Attempt(META=request.META, data={"email": email})
+    attempt = _Attempt(META=request.META, headers=request.headers, data={"email": email})
     for throttle in (throttles.LoginThrottle(), throttles.LoginAccountThrottle()):
         if not throttle.allow_request(attempt, None):
             return throttle.wait() or 60.0
