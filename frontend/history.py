@@ -52,9 +52,12 @@ def _attributes_field(event: HistoryEvent) -> str:
     return event.WhichOneof("attributes") or ""
 
 
+_PREFIXES = sorted(CATEGORIES.items(), key=lambda item: -len(item[0]))
+
+
 def category(event: HistoryEvent) -> str:
     name = _attributes_field(event).removesuffix("_event_attributes")
-    for prefix, kind in sorted(CATEGORIES.items(), key=lambda item: -len(item[0])):
+    for prefix, kind in _PREFIXES:
         if name.startswith(prefix):
             return kind
     return "other"
@@ -79,7 +82,6 @@ def summary(event: HistoryEvent) -> str:
         "request.input.name",
         "reason",
         "failure.message",
-        "identity",
     ):
         value = _dig(attrs, path)
         if value:
@@ -114,6 +116,27 @@ def _is_message_field(message: object, name: str) -> bool:
     return found is not None and found.message_type is not None
 
 
+_SUBJECTS = {
+    "activity": ("Activity", "activity_type.name"),
+    "signal": ("Signal", "signal_name"),
+    "timer": ("Timer", "timer_id"),
+    "child": ("Child workflow", "workflow_type.name"),
+    "update": ("Update", "accepted_request.input.name"),
+    "marker": ("Marker", "marker_name"),
+}
+
+
+def subject(event: HistoryEvent) -> str:
+    """What the compact view calls the thing an event opens: 'Activity: Charge', 'Signal: approve'."""
+    kind = category(event)
+    name = _attributes_field(event)
+    if kind not in _SUBJECTS or not name:
+        return ""
+    label, path = _SUBJECTS[kind]
+    value = _dig(getattr(event, name), path)
+    return f"{label}: {value}" if value else label
+
+
 @dataclass(frozen=True, slots=True)
 class EventRow:
     event_id: int
@@ -121,6 +144,7 @@ class EventRow:
     category: str
     time: datetime | None
     summary: str
+    subject: str
     raw: str
     """The event as pretty-printed JSON (payloads decoded)."""
     attributes: list[tuple[str, str]] = field(default_factory=list)
@@ -137,6 +161,7 @@ def event_row(event: HistoryEvent) -> EventRow:
         category=category(event),
         time=event.event_time.ToDatetime(tzinfo=_utc()) if event.HasField("event_time") else None,
         summary=summary(event),
+        subject=subject(event),
         raw=json.dumps(as_json, indent=2, ensure_ascii=False),
         attributes=[
             (key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
@@ -188,7 +213,16 @@ class Group:
 
     @property
     def title(self) -> str:
-        return self.first.summary or self.first.name
+        return self.first.subject or self.first.name
+
+    @property
+    def detail(self) -> str:
+        """The closing event's line when it says more (a failure message), else the opening one's, less
+        what the title already says."""
+        line = self.last.summary if self.last is not self.first and self.last.summary else self.first.summary
+        named = self.first.subject.partition(": ")[2]
+        parts = [p for p in line.split(" · ") if not (named and p.endswith(f": {named}"))]
+        return " · ".join(parts)
 
     @property
     def state(self) -> str:
@@ -209,27 +243,26 @@ class Group:
         return self.last.name
 
 
-def compact_groups(events: Iterable[HistoryEvent]) -> list[Group]:
-    """The run's history as the compact view's groups, in the order each group began; workflow tasks
-    are left out (they are the SDK's bookkeeping, and the full view still shows them)."""
-    groups: dict[int, Group] = {}
+def compact_groups(events: Iterable[HistoryEvent]) -> list[list[HistoryEvent]]:
+    """The run's history as the compact view's groups of events, in the order each group began; workflow
+    tasks are left out (the SDK's bookkeeping; the full view still shows them). Cheap: nothing is
+    rendered here, so a 10,000-event history is grouped quickly and only the page shown is rendered."""
+    groups: dict[int, list[HistoryEvent]] = {}
+    ordered: list[list[HistoryEvent]] = []
     for event in events:
         if category(event) == "task":
             continue
-        row = event_row(event)
-        key = group_key(event)
-        group = groups.get(key)
+        group = groups.get(group_key(event))
         if group is None:
-            groups[event.event_id] = Group(first=row, last=row, events=[row])
-            if key != event.event_id:
-                groups[key] = groups[event.event_id]
-        else:
-            group.events.append(row)
-            group.last = row
-    seen: set[int] = set()
-    ordered = []
-    for group in groups.values():
-        if id(group) not in seen:
-            seen.add(id(group))
+            group = [event]
+            groups[event.event_id] = group
             ordered.append(group)
+        else:
+            group.append(event)
     return ordered
+
+
+def group_rows(events: list[HistoryEvent]) -> Group:
+    """One compact group, rendered."""
+    rows = [event_row(e) for e in events]
+    return Group(first=rows[0], last=rows[-1], events=rows)

@@ -108,7 +108,7 @@ def _history_context(request: HttpRequest, run: console_reads.RunView, base: str
         page = min(page, pages)
         if order == "desc":
             groups.reverse()
-        shown = groups[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+        shown = [history.group_rows(g) for g in groups[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]]
         if page > 1:
             links["first"], links["prev"] = href(page=1), href(page=page - 1)
         if page < pages:

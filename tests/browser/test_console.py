@@ -150,6 +150,8 @@ async def test_run_page_summary_payloads_and_history(
         f"events {len(events) - 99}–{len(events)} of {len(events)}"
     )
     await page.screenshot(path=screenshot_path("run-detail"), full_page=False)
+    await page.evaluate("document.getElementById('history').scrollIntoView()")
+    await page.screenshot(path=screenshot_path("run-history"), full_page=False)
     # Next page (htmx: the history alone is replaced and the URL follows).
     await history.get_by_role("link", name="Next ›").click()
     n = len(events)
@@ -179,7 +181,9 @@ async def test_run_page_summary_payloads_and_history(
     await expect(activity).to_contain_text("3 events")
     await expect(history.locator("ol.compact > li.cat-task")).to_have_count(0)
     await expect(history.locator(".pager")).to_contain_text("page 1 of 2")
-    await page.screenshot(path=screenshot_path("run-detail-compact"), full_page=False)
+    await activity.locator("summary").first.click()
+    await page.evaluate("document.getElementById('history').scrollIntoView()")
+    await page.screenshot(path=screenshot_path("run-history-compact"), full_page=False)
     assert watch.errors == []
 
 
