@@ -91,7 +91,24 @@ def summary(event: HistoryEvent) -> str:
     timeout = _dig(attrs, "start_to_fire_timeout")
     if timeout:
         parts.append(f"fires after {timeout}")
+    preview = _input_preview(attrs)
+    if preview:
+        parts.append(f"input: {preview}")
     return " · ".join(parts)
+
+
+def _input_preview(attrs: object) -> str:
+    """A signal's or start's input on one line, cut at 80 characters."""
+    if not _is_message_field(attrs, "input") or not attrs.HasField("input"):  # type: ignore[attr-defined]
+        return ""
+    from frontend.payloads import decode
+
+    texts = []
+    for payload in attrs.input.payloads:  # type: ignore[attr-defined]
+        decoded = decode(payload)
+        texts.append(" ".join(decoded.text.split()) if decoded.kind != "base64" else "(binary)")
+    line = ", ".join(texts)
+    return line if len(line) <= 80 else line[:79] + "…"
 
 
 def _dig(message: object, path: str) -> str:
