@@ -106,7 +106,10 @@ def _input_preview(attrs: object) -> str:
     texts = []
     for payload in attrs.input.payloads:  # type: ignore[attr-defined]
         decoded = decode(payload)
-        texts.append(" ".join(decoded.text.split()) if decoded.kind != "base64" else "(binary)")
+        if decoded.kind == "json":
+            texts.append(json.dumps(json.loads(decoded.text), ensure_ascii=False))
+        else:
+            texts.append("(binary)" if decoded.kind == "base64" else decoded.text)
     line = ", ".join(texts)
     return line if len(line) <= 80 else line[:79] + "…"
 

@@ -4,6 +4,7 @@ input and result and its history (paged, compact and full, raw JSON one click aw
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -14,7 +15,7 @@ from playwright.async_api import expect
 from temporalio.client import WorkflowFailureError
 
 from tests.browser.conftest import PageWatch, screenshot_path
-from tests.browser.workflows import ConsoleOrder
+from tests.browser.workflows import ConsoleCharge, ConsoleOrder
 
 
 def run_url(base: str, workflow_id: str, run_id: str, namespace: str = "default") -> str:
@@ -264,3 +265,36 @@ async def test_stored_xss_is_shown_inert(console_dev, dev_client, console_worker
     await assert_inert()
     assert watch.errors == []
     assert re.search(r"<img|<script", await page.locator("main").inner_text())  # shown, as text
+
+
+async def test_pending_activity_shows_attempt_and_last_failure(
+    console_dev, dev_client, console_worker, task_queue, context
+):
+    _, base = console_dev
+    handle = await dev_client.start_workflow(
+        ConsoleCharge.run, XSS, id=f"charge-{uuid.uuid4().hex[:6]}", task_queue=task_queue
+    )
+    try:
+        for _ in range(100):
+            described = await handle.describe()
+            pending = described.raw_description.pending_activities
+            if pending and pending[0].attempt >= 3:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the activity was not retried")
+        page = await context.new_page()
+        watch = PageWatch(page)
+        await page.goto(run_url(base, handle.id, described.run_id))
+        table = page.locator("#pending-h + .tablewrap table")
+        row = table.locator("tbody tr")
+        await expect(row).to_have_count(1)
+        await expect(row).to_contain_text("charge_card")
+        attempt = int((await row.locator("td").nth(2).inner_text()).split()[0])
+        assert attempt >= 3
+        await expect(row.locator(".error")).to_have_text(f"card declined: {XSS}")
+        assert await page.evaluate("window.__xss") is None
+        assert await page.locator("img[src=x]").count() == 0
+        assert watch.errors == []
+    finally:
+        await handle.terminate("test over")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio import activity, workflow
-from temporalio.common import RawValue
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 
@@ -38,5 +38,24 @@ class ConsoleOrder:
         self.signals.append(name)
 
 
-WORKFLOWS = [ConsoleOrder]
-ACTIVITIES = [compose_greeting]
+@activity.defn
+async def charge_card(reason: str) -> None:
+    raise ApplicationError(f"card declined: {reason}", type="CardDeclined")
+
+
+@workflow.defn
+class ConsoleCharge:
+    """Retries a failing activity until cancelled: a run with a pending activity and a last failure."""
+
+    @workflow.run
+    async def run(self, reason: str) -> None:
+        await workflow.execute_activity(
+            charge_card,
+            reason,
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), backoff_coefficient=1.0),
+        )
+
+
+WORKFLOWS = [ConsoleOrder, ConsoleCharge]
+ACTIVITIES = [compose_greeting, charge_card]
