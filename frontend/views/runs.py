@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 
 from engine.errors import NotFound
 from engine.services import console_reads
@@ -172,8 +173,12 @@ def run_history(
         "console-run", kwargs={"namespace": namespace, "workflow_id": workflow_id, "run_id": run_id}
     )
     history_context = _history_context(request, run, base)
-    if request.htmx and request.htmx.target == "history":
-        return render(request, "frontend/_history.html", {"h": history_context})
+    if request.htmx and request.htmx.target == "history" and not request.htmx.history_restore_request:
+        # Paging and the view toggles swap the history alone; a full page otherwise (also when htmx
+        # restores history on Back, which needs the whole page).
+        response = render(request, "frontend/_history.html", {"h": history_context})
+        patch_vary_headers(response, ["HX-Request", "HX-Target"])
+        return response
     info = run.describe.workflow_execution_info
     config = run.describe.execution_config
     start = present.when(info.start_time, info.HasField("start_time"))
@@ -215,4 +220,6 @@ def run_history(
         "pending_children": list(run.describe.pending_children),
         "history": history_context,
     }
-    return render(request, "frontend/run.html", context)
+    response = render(request, "frontend/run.html", context)
+    patch_vary_headers(response, ["HX-Request", "HX-Target"])
+    return response

@@ -143,9 +143,4 @@ def workflows(request: HttpRequest, viewer: Viewer, namespace: str) -> HttpRespo
         if next_token
         else "",
     }
-    template = (
-        "frontend/_workflow_table.html"
-        if request.htmx and request.htmx.target == "runs"
-        else "frontend/workflows.html"
-    )
-    return render(request, template, context, status=400 if problem else 200)
+    return render(request, "frontend/workflows.html", context, status=400 if problem else 200)

@@ -57,6 +57,9 @@ async def test_sdk_run_in_list_filter_and_query_error(
     await expect(page.locator(".chip.status-running span")).not_to_have_text("0")
     await expect(page.locator(".chip.status-completed span")).not_to_have_text("0")
     await page.screenshot(path=screenshot_path("workflows-list"), full_page=True)
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await page.screenshot(path=screenshot_path("workflows-list-phone"))
+    await page.set_viewport_size({"width": 1440, "height": 900})
 
     # A filter typed in the query bar narrows the list to the one run.
     await page.get_by_label("List filter").fill(f'WorkflowId = "order-{tag}-waiting"')
@@ -151,6 +154,9 @@ async def test_run_page_summary_payloads_and_history(
         f"events {len(events) - 99}–{len(events)} of {len(events)}"
     )
     await page.screenshot(path=screenshot_path("run-detail"), full_page=False)
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await page.screenshot(path=screenshot_path("run-detail-phone"))
+    await page.set_viewport_size({"width": 1440, "height": 900})
     await page.evaluate("document.getElementById('history').scrollIntoView()")
     await page.screenshot(path=screenshot_path("run-history"), full_page=False)
     # Next page (htmx: the history alone is replaced and the URL follows).
