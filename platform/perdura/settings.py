@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by us: /api/docs/ loads nothing from a CDN
     "guardian",
     "tenants.apps.TenantsConfig",
     "engine.apps.EngineConfig",
@@ -176,6 +177,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Organisations, members, namespaces and API keys. Session (with CSRF) or `Authorization: Bearer <API key>`.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "ENUM_NAME_OVERRIDES": {
         "NamespaceRoleEnum": "tenants.rest.serializers.ROLE_CHOICES",

@@ -304,3 +304,16 @@ async def test_pending_activity_shows_attempt_and_last_failure(
         assert watch.errors == []
     finally:
         await handle.terminate("test over")
+
+
+async def test_api_docs_load_nothing_from_other_origins(console_dev, context):
+    """The REST API's docs (Swagger UI) come from the web app itself, like the console's files."""
+    _, base = console_dev
+    page = await context.new_page()
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    await page.goto(base + "/api/docs/")
+    await expect(page.get_by_text("Perdura control-plane API").first).to_be_visible()
+    await expect(page.locator(".swagger-ui .opblock").first).to_be_visible()
+    assert requested
+    assert [u for u in requested if not u.startswith(base + "/") and not u.startswith("data:")] == []
