@@ -317,3 +317,28 @@ async def test_api_docs_load_nothing_from_other_origins(console_dev, context):
     await expect(page.locator(".swagger-ui .opblock").first).to_be_visible()
     assert requested
     assert [u for u in requested if not u.startswith(base + "/") and not u.startswith("data:")] == []
+
+
+async def test_list_pages_stay_stable_while_runs_start(console_dev, dev_client, context):
+    """Page two is where page one's token says, even when new runs start in between (keyset paging)."""
+    _, base = console_dev
+    queue = f"paging-{uuid.uuid4().hex[:6]}"
+    handles = []
+    for n in range(55):
+        handles.append(await dev_client.start_workflow("Idle", id=f"{queue}-{n:02d}", task_queue=queue))
+    page = await context.new_page()
+    await page.goto(base + "/namespaces/default/workflows?query=" + quote(f'TaskQueue = "{queue}"'))
+    rows = page.locator("table.runs tbody tr")
+    await expect(rows).to_have_count(50)
+    await expect(rows.first).to_contain_text(f"{queue}-54")
+    await expect(page.locator(".pager")).to_contain_text("50 shown of 55")
+    for n in range(55, 60):
+        handles.append(await dev_client.start_workflow("Idle", id=f"{queue}-{n:02d}", task_queue=queue))
+    await page.get_by_role("link", name="Next page »").click()
+    await expect(rows).to_have_count(5)
+    assert [t.split("\t")[1] for t in await rows.all_inner_texts()] == [
+        f"{queue}-{n:02d}" for n in range(4, -1, -1)
+    ]
+    await page.get_by_role("link", name="« First page").click()
+    await expect(rows.first).to_contain_text(f"{queue}-59")
+    await asyncio.gather(*(h.terminate("test over") for h in handles))
