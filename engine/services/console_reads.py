@@ -16,7 +16,7 @@ from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
 from engine.errors import NotFound
-from engine.models import Execution
+from engine.models import CurrentRun, Execution
 from engine.persistence import store
 from engine.services import reads
 from visibility import registry, selectors
@@ -48,6 +48,14 @@ def run_view(*, namespace_id: uuid.UUID, workflow_id: str, run_id: str) -> RunVi
         started=started,
         closed=reads.close_event(snapshot.execution),
     )
+
+
+def current_run_id(*, namespace_id: uuid.UUID, workflow_id: str) -> str:
+    """The newest run of the workflow id ('' when none), for a 'latest run' link."""
+    row = (
+        CurrentRun.objects.filter(namespace_id=namespace_id, workflow_id=workflow_id).values("run_id").first()
+    )
+    return row["run_id"] if row else ""
 
 
 def run_events(
@@ -90,4 +98,12 @@ def run_list_page(
     return [execution_info(r, custom) for r in records], token
 
 
-__all__ = ["NotFound", "RunView", "run_all_events", "run_events", "run_list_page", "run_view"]
+__all__ = [
+    "NotFound",
+    "RunView",
+    "current_run_id",
+    "run_all_events",
+    "run_events",
+    "run_list_page",
+    "run_view",
+]

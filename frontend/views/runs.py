@@ -84,6 +84,8 @@ def _pending_activities(describe: object) -> list[dict[str, object]]:
                 ),
                 "last_failure": _failure(a.last_failure) if a.HasField("last_failure") else None,
                 "heartbeat": decode_all(a.heartbeat_details) if a.HasField("heartbeat_details") else [],
+                "worker": a.last_worker_identity,
+                "expires": present.when(a.expiration_time, a.HasField("expiration_time")),
             }
         )
     return shown
@@ -209,7 +211,13 @@ def run_history(
         "attempt": started.attempt if started is not None else 0,
         "cron": started.cron_schedule if started is not None else "",
         "continued_from": started.continued_execution_run_id if started is not None else "",
+        "latest_run_id": "",
     }
+    if summary["execution_time"] == start:
+        summary["execution_time"] = None  # shown only when the first task was delayed (cron, start delay)
+    latest = console_reads.current_run_id(namespace_id=ns.id, workflow_id=workflow_id)
+    if latest and latest != run_id:
+        summary["latest_run_id"] = latest
     context = base_context(viewer, namespace) | {
         "summary": summary,
         "input": decode_all(started.input) if started is not None and started.HasField("input") else [],

@@ -342,3 +342,22 @@ async def test_list_pages_stay_stable_while_runs_start(console_dev, dev_client, 
     await page.get_by_role("link", name="« First page").click()
     await expect(rows.first).to_contain_text(f"{queue}-59")
     await asyncio.gather(*(h.terminate("test over") for h in handles))
+
+
+async def test_an_older_run_links_to_the_latest(console_dev, dev_client, console_worker, task_queue, context):
+    _, base = console_dev
+    workflow_id = f"again-{uuid.uuid4().hex[:6]}"
+    first = await dev_client.start_workflow(
+        ConsoleOrder.run, {"customer": "A"}, id=workflow_id, task_queue=task_queue
+    )
+    await first.result()
+    second = await dev_client.start_workflow(
+        ConsoleOrder.run, {"customer": "B"}, id=workflow_id, task_queue=task_queue
+    )
+    await second.result()
+    page = await context.new_page()
+    await page.goto(run_url(base, workflow_id, first.result_run_id))
+    await page.get_by_role("link", name=second.result_run_id).click()
+    await expect(page.locator("section.summary")).to_contain_text(second.result_run_id)
+    await expect(page.locator("section.summary")).not_to_contain_text("Latest run")
+    assert json.loads(await page.locator("#input-h + .payload pre").inner_text()) == {"customer": "B"}
