@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -49,6 +49,7 @@ def event_name(event_type: int) -> str:
 
 
 def _attributes_field(event: HistoryEvent) -> str:
+    """The name of the event's attributes field, e.g. `activity_task_scheduled_event_attributes`."""
     return event.WhichOneof("attributes") or ""
 
 
@@ -56,6 +57,7 @@ _PREFIXES = sorted(CATEGORIES.items(), key=lambda item: -len(item[0]))
 
 
 def category(event: HistoryEvent) -> str:
+    """What the event concerns (the history's colour band): workflow, task, activity, timer, signal..."""
     name = _attributes_field(event).removesuffix("_event_attributes")
     for prefix, kind in _PREFIXES:
         if name.startswith(prefix):
@@ -179,7 +181,7 @@ def event_row(event: HistoryEvent) -> EventRow:
         event_id=event.event_id,
         name=event_name(event.event_type),
         category=category(event),
-        time=event.event_time.ToDatetime(tzinfo=_utc()) if event.HasField("event_time") else None,
+        time=event.event_time.ToDatetime(tzinfo=UTC) if event.HasField("event_time") else None,
         summary=summary(event),
         subject=subject(event),
         raw=json.dumps(as_json, indent=2, ensure_ascii=False),
@@ -193,12 +195,6 @@ def event_row(event: HistoryEvent) -> EventRow:
 def _json_name(field_name: str) -> str:
     head, *rest = field_name.split("_")
     return head + "".join(p.title() for p in rest)
-
-
-def _utc():  # type: ignore[no-untyped-def]
-    from datetime import UTC
-
-    return UTC
 
 
 # --- compact view ----------------------------------------------------------------------------------
