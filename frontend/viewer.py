@@ -50,9 +50,31 @@ def _loopback(request: HttpRequest) -> bool:
         return False
 
 
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _loopback_host(request: HttpRequest) -> bool:
+    """The page was asked for by a loopback name. A page of another site whose name an attacker points
+    at 127.0.0.1 (DNS rebinding) reaches the dev server from loopback too, but with its own name in Host;
+    without this check it could read the operator's console."""
+    host = request.META.get("HTTP_HOST", "")
+    name = host[1:].partition("]")[0] if host.startswith("[") else host.rpartition(":")[0] or host
+    if name in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def dev_operator_allowed(request: HttpRequest) -> bool:
-    """True in `perdura dev` without `--require-auth`, for a browser on loopback."""
-    return env.dev_mode() and settings.PERDURA_AUTH == "loopback" and _loopback(request)
+    """True in `perdura dev` without `--require-auth`, for a browser on loopback that names a loopback host."""
+    return (
+        env.dev_mode()
+        and settings.PERDURA_AUTH == "loopback"
+        and _loopback(request)
+        and _loopback_host(request)
+    )
 
 
 def viewer_for(request: HttpRequest) -> Viewer | None:

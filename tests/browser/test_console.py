@@ -361,3 +361,26 @@ async def test_an_older_run_links_to_the_latest(console_dev, dev_client, console
     await expect(page.locator("section.summary")).to_contain_text(second.result_run_id)
     await expect(page.locator("section.summary")).not_to_contain_text("Latest run")
     assert json.loads(await page.locator("#input-h + .payload pre").inner_text()) == {"customer": "B"}
+
+
+def test_dev_operator_needs_a_loopback_host_name(console_dev):
+    """A site whose name resolves to 127.0.0.1 (DNS rebinding) does not get the dev operator's console:
+    only requests naming a loopback host do; others are sent to sign in."""
+    import urllib.error
+    import urllib.request
+
+    _, base = console_dev
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    port = base.rsplit(":", 1)[1]
+    for host, expected in [(f"127.0.0.1:{port}", 200), (f"localhost:{port}", 200), ("rebound.example", 302)]:
+        request = urllib.request.Request(base + "/namespaces/default/workflows", headers={"Host": host})
+        try:
+            status = opener.open(request).status
+        except urllib.error.HTTPError as e:
+            status = e.code
+        assert (host, status) == (host, expected)
