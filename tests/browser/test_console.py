@@ -12,7 +12,10 @@ from urllib.parse import quote
 
 import pytest
 from playwright.async_api import expect
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import WorkflowFailureError
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from tests.browser.conftest import PageWatch, screenshot_path
 from tests.browser.workflows import ConsoleCharge, ConsoleOrder
@@ -106,12 +109,21 @@ async def test_run_page_summary_payloads_and_history(
 ):
     _, base = console_dev
     workflow_id = f"checkout/{uuid.uuid4().hex[:6]}"  # a slash in the id, as people use them
+    await dev_client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace="default", search_attributes={"CustomerId": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD}
+        )
+    )
+    customer = f"c-{uuid.uuid4().hex[:4]}"
     handle = await dev_client.start_workflow(
         ConsoleOrder.run,
         {"customer": "Ada", "items": ["tea", {"sku": 42, "qty": 2}], "signals": 130},
         id=workflow_id,
         task_queue=task_queue,
         memo={"team": "payments", "ticket": {"id": 7}},
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(SearchAttributeKey.for_keyword("CustomerId"), customer)]
+        ),
     )
     for n in range(130):
         await handle.signal(f"nudge-{n}", n)
@@ -121,7 +133,7 @@ async def test_run_page_summary_payloads_and_history(
 
     page = await context.new_page()
     watch = PageWatch(page)
-    await page.goto(base + "/namespaces/default/workflows?query=" + quote(f'WorkflowId = "{workflow_id}"'))
+    await page.goto(base + "/namespaces/default/workflows?query=" + quote(f'CustomerId = "{customer}"'))
     await page.get_by_role("link", name=workflow_id, exact=True).click()
     await expect(page).to_have_url(run_url(base, workflow_id, handle.result_run_id).replace("%2F", "/"))
     await expect(page.locator("h1")).to_have_text(workflow_id)
@@ -143,6 +155,8 @@ async def test_run_page_summary_payloads_and_history(
     result_text = await page.locator("#result-h + .payload pre").inner_text()
     assert json.loads(result_text) == result
     await expect(page.locator("#memo-h + dl")).to_contain_text("payments")
+    await expect(page.locator("#sa-h + dl")).to_contain_text("CustomerId")
+    await expect(page.locator("#sa-h + dl")).to_contain_text(customer)
 
     # The full history, newest first, 100 events a page; the close event on top.
     history = page.locator("#history")
