@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Make sure the Postgres and Redis the test suite uses are reachable: start them if installed,
 # install them with apt when missing and running as root, otherwise say exactly what is needed.
-#   PERDURA_TEST_PG_HOST/PORT (default 127.0.0.1:5432), PERDURA_TEST_REDIS_HOST/PORT (127.0.0.1:6379)
+# Also the Chromium the console's browser tests drive (tests/browser/; Playwright cannot download its own).
+#   PERDURA_TEST_PG_HOST/PORT (default 127.0.0.1:5432), PERDURA_TEST_REDIS_HOST/PORT (127.0.0.1:6379),
+#   PERDURA_TEST_CHROMIUM (default /usr/bin/chromium)
 set -euo pipefail
 PG_HOST="${PERDURA_TEST_PG_HOST:-127.0.0.1}"
 PG_PORT="${PERDURA_TEST_PG_PORT:-5432}"
 REDIS_HOST="${PERDURA_TEST_REDIS_HOST:-127.0.0.1}"
 REDIS_PORT="${PERDURA_TEST_REDIS_PORT:-6379}"
+CHROMIUM="${PERDURA_TEST_CHROMIUM:-/usr/bin/chromium}"
 
 reachable() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 is_root() { [ "$(id -u)" = 0 ]; }
@@ -42,6 +45,16 @@ ensure_redis() {
   wait_for "$REDIS_HOST" "$REDIS_PORT" || { echo "Redis did not come up on $REDIS_HOST:$REDIS_PORT." >&2; return 1; }
 }
 
+ensure_chromium() {
+  [ -x "$CHROMIUM" ] && return 0
+  if [ "$CHROMIUM" != /usr/bin/chromium ]; then
+    echo "Chromium is not at $CHROMIUM (PERDURA_TEST_CHROMIUM)." >&2; return 1
+  fi
+  apt_install chromium || { echo "Chromium is not installed. Install it (apt-get install chromium), or run make test as root so it can be installed." >&2; return 1; }
+  [ -x "$CHROMIUM" ] || { echo "apt installed chromium but $CHROMIUM is missing." >&2; return 1; }
+}
+
 ensure_postgres
 ensure_redis
-echo "services: Postgres $PG_HOST:$PG_PORT and Redis $REDIS_HOST:$REDIS_PORT are up"
+ensure_chromium
+echo "services: Postgres $PG_HOST:$PG_PORT and Redis $REDIS_HOST:$REDIS_PORT are up; Chromium at $CHROMIUM"

@@ -72,8 +72,8 @@ def _cmd_web(args: argparse.Namespace) -> None:
         # Sessions, CSRF tokens and password reset links are signed with it: every worker and replica
         # must share one, or a login made on one is unknown to the next.
         raise SystemExit("perdura web needs PERDURA_SECRET_KEY (e.g. `perdura masterkey` output)")
-    argv = [sys.executable, "-m", "gunicorn", "perdura.wsgi:application"]
-    argv += ["--bind", f"{args.ip}:{args.port}", "--workers", str(args.workers), *args.extra]
+    argv = [sys.executable, "-m", "uvicorn", "perdura.asgi:application", "--host", args.ip]
+    argv += ["--port", str(args.port), "--workers", str(args.workers), "--no-access-log", *args.extra]
     os.execv(sys.executable, argv)
 
 
@@ -133,12 +133,13 @@ def main(argv: list[str] | None = None) -> None:
     api.set_defaults(func=_cmd_api)
 
     web = sub.add_parser(
-        "web", help="serve the web app: REST API, accounts (gunicorn; stateless, run several)"
+        "web",
+        help="serve the web app: console, REST API, accounts (ASGI under uvicorn; stateless, run several)",
     )
     web.add_argument("--ip", default="0.0.0.0")
     web.add_argument("--port", type=int, default=8233)
     web.add_argument("--workers", type=int, default=2)
-    web.add_argument("extra", nargs="*", help="more gunicorn options, after --")
+    web.add_argument("extra", nargs="*", help="more uvicorn options, after --")
     web.set_defaults(func=_cmd_web)
 
     worker = sub.add_parser("worker", help="run a Celery shard worker (timers, sweeps)")

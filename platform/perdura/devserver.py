@@ -1,4 +1,4 @@
-"""`perdura dev`: the gRPC API, the shard processing and a web page in one process on SQLite."""
+"""`perdura dev`: the gRPC API, the shard processing and the web app (console, REST API) in one process on SQLite."""
 
 from __future__ import annotations
 
@@ -9,14 +9,8 @@ import signal
 import tempfile
 import threading
 from pathlib import Path
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 log = logging.getLogger("perdura.dev")
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
 
 
 def configure(
@@ -65,17 +59,36 @@ def prepare() -> None:
     namespace_ensure(name="default")
 
 
-def _serve_web(host: str, port: int) -> WSGIServer:
-    from django.core.wsgi import get_wsgi_application
+class _Web:
+    """The web app under uvicorn (ASGI, as `perdura web`), on a thread with its own event loop so that
+    page rendering never holds up the gRPC loop; uvicorn installs no signal handlers off the main thread,
+    so Ctrl-C stays with `serve`."""
 
-    class ThreadingServer(WSGIServer):
-        daemon_threads = True
+    def __init__(self, host: str, port: int) -> None:
+        import uvicorn
 
-    server = make_server(
-        host, port, get_wsgi_application(), server_class=ThreadingServer, handler_class=_QuietHandler
-    )
-    threading.Thread(target=server.serve_forever, name="perdura-web", daemon=True).start()
-    return server
+        from perdura.asgi import application
+
+        config = uvicorn.Config(
+            application,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            proxy_headers=False,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="perdura-web", daemon=True)
+        self.thread.start()
+
+    def shutdown(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=5)
+
+
+def _serve_web(host: str, port: int) -> _Web:
+    return _Web(host, port)
 
 
 async def serve(*, host: str, port: int, ui_port: int) -> None:

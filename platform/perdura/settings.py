@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by us: /api/docs/ loads nothing from a CDN
     "guardian",
     "tenants.apps.TenantsConfig",
     "engine.apps.EngineConfig",
@@ -37,6 +38,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",  # request.htmx: console pages answer fragments to htmx
+    "frontend.middleware.ConsoleSecurityHeaders",  # CSP without inline scripts, framing refused
 ]
 
 TEMPLATES = [
@@ -130,7 +133,8 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.flag("PERDURA_SECURE_COOKIES")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("PERDURA_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
-STATIC_URL = "static/"
+STATIC_URL = "/static/"
+LOGIN_URL = "/login/"
 PERDURA_WEB_URL = os.environ.get("PERDURA_WEB_URL", "http://127.0.0.1:8233").rstrip("/")
 EMAIL_BACKEND = os.environ.get(
     "PERDURA_EMAIL_BACKEND",
@@ -176,6 +180,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Organisations, members, namespaces and API keys. Session (with CSRF) or `Authorization: Bearer <API key>`.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "ENUM_NAME_OVERRIDES": {
         "NamespaceRoleEnum": "tenants.rest.serializers.ROLE_CHOICES",

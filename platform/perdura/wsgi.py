@@ -1,4 +1,4 @@
-"""The web app (REST API, accounts, console) as a WSGI application: `perdura web` serves it with gunicorn."""
+"""The web app (console, REST API, accounts) as a WSGI application, for WSGI hosts; `perdura web` serves the ASGI one (perdura.asgi)."""
 
 import os
 

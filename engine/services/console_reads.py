@@ -1,0 +1,130 @@
+"""Reads for the web console: a run as DescribeWorkflowExecution shows it, its history by pages, and the
+list page's rows as ListWorkflowExecutions returns them.
+
+The console shows what the gRPC API answers, so it reuses the API's own converters instead of a second
+rendering of the same state; these functions are synchronous (Django views call them directly).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from temporalio.api.history.v1 import History, HistoryEvent
+from temporalio.api.workflow.v1 import WorkflowExecutionInfo
+from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
+
+from engine.errors import NotFound
+from engine.models import CurrentRun, Execution, HistoryBatch
+from engine.persistence import encryption, store
+from engine.services import reads
+from visibility import registry, selectors
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """A run as the console shows it: its row, its describe answer, its first and closing events."""
+
+    execution: Execution
+    describe: rr.DescribeWorkflowExecutionResponse
+    started: HistoryEvent | None
+    closed: HistoryEvent | None
+
+
+def run_view(*, namespace_id: uuid.UUID, workflow_id: str, run_id: str) -> RunView:
+    """The run, described as DescribeWorkflowExecution answers, with its start and close events.
+
+    Raises:
+        NotFound: no such run in the namespace.
+    """
+    from engine.api.servicer import _describe_execution
+
+    snapshot = reads.run_snapshot(namespace_id=namespace_id, workflow_id=workflow_id, run_id=run_id)
+    started = next(store.history_events(snapshot.execution, first_event_id=1, last_event_id=1), None)
+    return RunView(
+        execution=snapshot.execution,
+        describe=_describe_execution(snapshot),
+        started=started,
+        closed=reads.close_event(snapshot.execution),
+    )
+
+
+def current_run_id(*, namespace_id: uuid.UUID, workflow_id: str) -> str:
+    """The newest run of the workflow id ('' when none), for a 'latest run' link."""
+    row = (
+        CurrentRun.objects.filter(namespace_id=namespace_id, workflow_id=workflow_id).values("run_id").first()
+    )
+    return row["run_id"] if row else ""
+
+
+def run_events(
+    execution: Execution, *, after_event_id: int, page_size: int, descending: bool
+) -> list[HistoryEvent]:
+    """A page of the run's history: `page_size` events after `after_event_id` (ascending), or before it
+    (descending, newest first; 0 means from the newest). Only the batches that hold the page are read."""
+    last = execution.next_event_id - 1
+    if descending:
+        before = after_event_id if 0 < after_event_id <= last else last + 1
+        return reads.history_reverse_page(execution, before_event_id=before, page_size=page_size)
+    first = max(after_event_id + 1, 1)
+    if first > last:
+        return []
+    events = store.history_events(
+        execution, first_event_id=first, last_event_id=min(first + page_size - 1, last)
+    )
+    return list(events)
+
+
+def run_all_events(execution: Execution) -> Iterator[HistoryEvent]:
+    """Every event of the run, in order (the compact view groups them).
+
+    The same decryption as store.history_events, but the batches are read as bare (first event id, data)
+    rows: a 10,000-event history is often 10,000 batches, and making a model instance of each took more
+    time than decrypting them (about 190 of 350 ms).
+    """
+    last = execution.next_event_id - 1
+    rows = (
+        HistoryBatch.objects.filter(execution=execution, first_event_id__lte=last)
+        .order_by("first_event_id")
+        .values_list("first_event_id", "data")
+        .iterator(chunk_size=2000)
+    )
+    for first_event_id, data in rows:
+        plain = encryption.unseal(
+            execution.namespace_id,
+            bytes(data),
+            encryption.history_aad(execution.namespace_id, execution.run_id, first_event_id),
+        )
+        for event in History.FromString(plain).events:
+            if event.event_id > last:
+                return
+            yield event
+
+
+def run_list_page(
+    *, namespace_id: uuid.UUID, query: str, page_size: int, page_token: bytes
+) -> tuple[list[WorkflowExecutionInfo], bytes]:
+    """A page of runs as ListWorkflowExecutions returns them, and the next page's token.
+
+    Raises:
+        QueryError: a bad filter or page token.
+    """
+    from engine.api.visibility import execution_info
+
+    records, token = selectors.execution_list(
+        namespace_id=namespace_id, query=query, page_size=page_size, page_token=page_token
+    )
+    custom = registry.custom_types(namespace_id)
+    return [execution_info(r, custom) for r in records], token
+
+
+__all__ = [
+    "NotFound",
+    "RunView",
+    "current_run_id",
+    "run_all_events",
+    "run_events",
+    "run_list_page",
+    "run_view",
+]

@@ -1,0 +1,123 @@
+"""Who may see what, in production: `perdura web` (uvicorn, ASGI) on Postgres beside the production
+processes. Every page needs a signed-in person; each sees the namespaces their organisation roles reach,
+and another tenant's run URL answers 404, like a run that does not exist."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+
+import pytest
+from playwright.async_api import expect
+from temporalio.client import Client
+
+from tests.browser.conftest import PageWatch
+from tests.browser.test_console import run_url
+from tests.browser.workflows import ConsoleOrder
+from tests.support import servers
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(scope="module")
+def production_web(tmp_path_factory: pytest.TempPathFactory):
+    """The production processes with `perdura web`: (server, base URL)."""
+    with (
+        servers.postgres_database() as url,
+        servers.production(tmp_path_factory.mktemp("prod-web"), url) as running,
+    ):
+        running.env["PERDURA_SECRET_KEY"] = secrets.token_urlsafe(40)
+        port = servers.free_port()
+        proc = running.spawn("web", ["web", "--ip", "127.0.0.1", "--port", str(port), "--workers", "1"])
+        servers.wait_for_port(port, proc, running.logs["web"])
+        yield running, f"http://127.0.0.1:{port}"
+
+
+async def signup(browser, base: str, email: str, organization: str):
+    """A browser context signed in as a new person who owns a new organisation with one namespace."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(10_000)
+    request = context.request
+    await request.get(base + "/api/v1/auth/csrf/")
+    token = next(c["value"] for c in await context.cookies() if c["name"] == "csrftoken")
+    headers = {"X-CSRFToken": token}
+    answer = await request.post(
+        base + "/api/v1/auth/signup/",
+        data={"email": email, "password": PASSWORD, "organization": organization},
+        headers=headers,
+    )
+    assert answer.status == 201, await answer.text()
+    token = next(c["value"] for c in await context.cookies() if c["name"] == "csrftoken")  # rotated at login
+    answer = await request.post(
+        base + "/api/v1/namespaces/", data={"name": "orders"}, headers={"X-CSRFToken": token}
+    )
+    assert answer.status == 201, await answer.text()
+    return context
+
+
+async def test_other_tenants_run_answers_404(production_web, browser):
+    running, base = production_web
+    ann = await signup(browser, base, "ann@acme.example", "acme")
+    bob = await signup(browser, base, "bob@globex.example", "globex")
+    client = await Client.connect(running.address, namespace="orders.globex")
+    handle = await client.start_workflow(
+        ConsoleOrder.run, {"customer": "Bob"}, id=f"globex-{uuid.uuid4().hex[:6]}", task_queue="nobody-polls"
+    )
+    url = run_url(base, handle.id, handle.result_run_id, namespace="orders.globex")
+
+    # Bob, in globex, sees the run (the positive control: the URL is right).
+    page = await bob.new_page()
+    watch = PageWatch(page)
+    response = await page.goto(url)
+    assert response is not None
+    assert response.status == 200
+    await expect(page.locator("h1")).to_have_text(handle.id)
+    await page.goto(base + "/")
+    assert page.url == f"{base}/namespaces/orders.globex/workflows"
+    await expect(page.locator(".switcher li")).to_have_text(["orders.globex"])
+    assert watch.errors == []
+
+    # Ann, in acme, gets 404 for globex's run and namespace, as for a run that does not exist.
+    page = await ann.new_page()
+    response = await page.goto(url)
+    assert response is not None
+    assert response.status == 404
+    assert handle.id not in await page.content()
+    response = await page.goto(base + "/namespaces/orders.globex/workflows")
+    assert response is not None
+    assert response.status == 404
+    response = await page.goto(run_url(base, handle.id, handle.result_run_id, namespace="orders.acme"))
+    assert response is not None
+    assert response.status == 404
+    # Neither the operator's `default` namespace: the loopback operator is a `perdura dev` allowance.
+    response = await page.goto(base + "/namespaces/default/workflows")
+    assert response is not None
+    assert response.status == 404
+    response = await page.goto(base + "/")
+    assert page.url == f"{base}/namespaces/orders.acme/workflows"
+    await expect(page.locator(".switcher li")).to_have_text(["orders.acme"])
+
+    # Nobody signed in: every page sends the browser to sign in; a wrong password is refused; the
+    # right one lands on the page asked for. A login post without its CSRF token is refused.
+    anonymous = await browser.new_context()
+    page = await anonymous.new_page()
+    await page.goto(url)
+    assert page.url.startswith(f"{base}/login/?next=")
+    await page.get_by_label("Email").fill("ann@acme.example")
+    await page.get_by_label("Password").fill("wrong password!")
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("alert")).to_have_text("Wrong email or password.")
+    await page.get_by_label("Password").fill(PASSWORD)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.locator("h1")).to_have_text("Not Found")
+    assert page.url == url
+    forged = await anonymous.request.post(
+        base + "/login/", form={"email": "ann@acme.example", "password": PASSWORD}
+    )
+    assert forged.status == 403
+    # Signing out ends the session.
+    await page.goto(base + "/")
+    await page.get_by_role("button", name="Sign out").click()
+    assert "/login/" in page.url
+    for context in (ann, bob, anonymous):
+        await context.close()
