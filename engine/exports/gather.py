@@ -107,14 +107,15 @@ def build(*, namespace: Namespace, workflow_id: str, run_id: str = "") -> RunExp
     events = list(
         store.history_events(execution, first_event_id=1, last_event_id=execution.next_event_id - 1)
     )
-    history = json_format.MessageToDict(History(events=events))
-    history.setdefault("events", [])
     entries = [audit.as_dict(e) for e in _run_entries(namespace, execution)]
+    # The file is itself a History in proto3 JSON (`events` at the top, as `temporal workflow show -o json`
+    # prints it), with Perdura's sections beside it: the SDK's WorkflowHistory.from_json and the temporal
+    # CLI ignore fields they do not know, so both load the export as it is.
     document: dict[str, Any] = {
+        "events": json_format.MessageToDict(History(events=events)).get("events", []),
         "format": manifest.FORMAT,
         "run": _run_section(namespace, execution),
         "links": links.links(namespace=namespace.name, events=events),
-        "history": history,
         "audit": entries,
     }
     subject = {"namespace": namespace.name, "workflow_id": execution.workflow_id, "run_id": execution.run_id}

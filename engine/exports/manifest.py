@@ -4,7 +4,7 @@ Pure: standard library and `cryptography` only (no Django, no database, no proto
 `perdura export verify` runs anywhere the package is installed.
 
 What is hashed. The items of an export, in this order: its `run` section, its `links` section, every
-event of `history.events`, every entry of `audit`. Each item's hash is
+event of `events` (the History), every entry of `audit`. Each item's hash is
 
     item_sha256 = SHA-256(canonical({"kind": KIND, "body": ITEM}))
 
@@ -83,17 +83,17 @@ def _items(document: dict[str, Any]) -> list[tuple[str, Any, Any, str]]:
     Raises:
         ValueError: the document does not have the shape of an export.
     """
-    history = document.get("history")
+    events = document.get("events")
     audit = document.get("audit")
-    if not isinstance(history, dict) or not isinstance(history.get("events", []), list):
-        raise ValueError("it has no `history` object with an `events` list")
+    if not isinstance(events, list):
+        raise ValueError("it has no `events` list")
     if not isinstance(audit, list):
         raise ValueError("it has no `audit` list")
     items: list[tuple[str, Any, Any, str]] = [
         (RUN, document.get("run"), None, ""),
         (LINKS, document.get("links"), None, ""),
     ]
-    for event in history.get("events", []):
+    for event in events:
         event_id, what = _event_label(event)
         items.append((EVENT, event, event_id, what))
     for entry in audit:
@@ -106,7 +106,7 @@ def _items(document: dict[str, Any]) -> list[tuple[str, Any, Any, str]]:
 def sign(
     *, subject: dict[str, Any], document: dict[str, Any], key: Ed25519PrivateKey, created_at: str
 ) -> dict[str, Any]:
-    """The signed manifest of `document` (which holds `run`, `links`, `history` and `audit`)."""
+    """The signed manifest of `document` (which holds `run`, `links`, `events` and `audit`)."""
     entries = []
     hashes = []
     for kind, body, item_id, what in _items(document):

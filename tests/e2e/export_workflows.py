@@ -45,18 +45,24 @@ class AuditedWorkflow:
 
 @workflow.defn
 class ManySignalsWorkflow:
-    """Takes `count` signals (each one event, plus the workflow tasks they wake), then completes."""
+    """Takes `tick` signals (one event each, plus the workflow tasks they wake) until `stop`; returns the
+    count (bench/run_export.py grows a 10,000-event history with it)."""
 
     def __init__(self) -> None:
         self.seen = 0
+        self.stopped = False
 
     @workflow.signal
     def tick(self, n: int) -> None:
         self.seen += 1
 
+    @workflow.signal
+    def stop(self) -> None:
+        self.stopped = True
+
     @workflow.run
-    async def run(self, count: int) -> int:
-        await workflow.wait_condition(lambda: self.seen >= count)
+    async def run(self) -> int:
+        await workflow.wait_condition(lambda: self.stopped)
         return self.seen
 
 

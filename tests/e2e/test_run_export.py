@@ -170,11 +170,12 @@ async def test_cli_export_holds_history_audit_attributes_links_and_verifies(setu
     doc = cli_export(setup, path, run_id=setup.first_run)
     assert doc["format"] == "perdura.run-export/1"
 
-    # The history part is what `temporal workflow show -o json` prints: the SDK loads and replays it.
-    history = WorkflowHistory.from_json(setup.workflow_id, doc["history"])
+    # The file is a History as `temporal workflow show -o json` prints it, plus Perdura's sections: the SDK
+    # loads the file as it is and replays it.
+    history = WorkflowHistory.from_json(setup.workflow_id, path.read_text())
     assert history.run_id == setup.first_run
     types = [e.event_type for e in history.events]
-    assert len(types) == doc["run"]["history_length"] == len(doc["history"]["events"])
+    assert len(types) == doc["run"]["history_length"] == len(doc["events"])
     assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
     replayed = await Replayer(workflows=[AuditedWorkflow, HelloWorkflow]).replay_workflow(history)
     assert replayed.replay_failure is None
@@ -244,16 +245,18 @@ async def test_the_next_run_and_the_child_link_back_and_keep_their_own_audit(set
     assert verify(child).returncode == 0
 
 
-async def test_the_temporal_cli_reads_the_history_part(setup, tmp_path):
-    doc = cli_export(setup, tmp_path / "run.json", run_id=setup.first_run)
-    history = tmp_path / "history.json"
-    history.write_text(json.dumps(doc["history"]))
-    # The CLI's reader of history files (1.9 has no `workflow show --input`): it parses and re-serialises.
+async def test_the_temporal_cli_reads_the_export_as_a_history(setup, tmp_path):
+    path = tmp_path / "run.json"
+    doc = cli_export(setup, path, run_id=setup.first_run)
+    # The CLI's reader of history files (1.9 has no `workflow show --input`): it parses the file as a
+    # History, ignoring Perdura's sections, and re-serialises it.
     done = subprocess.run(
-        [TEMPORAL, "workflow", "fix-history-json", "--source", str(history)], capture_output=True, text=True
+        [TEMPORAL, "workflow", "fix-history-json", "--source", str(path)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    assert len(json.loads(done.stdout)["events"]) == len(doc["history"]["events"])
+    events = json.loads(done.stdout)["events"]
+    assert len(events) == len(doc["events"])
+    assert events[-1]["eventType"] == doc["events"][-1]["eventType"]
 
 
 async def test_rest_export_for_a_reader_is_audited_and_verifies(setup, tmp_path):
@@ -265,7 +268,7 @@ async def test_rest_export_for_a_reader_is_audited_and_verifies(setup, tmp_path)
     exported.write_bytes(body)
     doc = json.loads(body)
     assert doc["run"]["run_id"] == s.first_run
-    history = WorkflowHistory.from_json(s.workflow_id, doc["history"])
+    history = WorkflowHistory.from_json(s.workflow_id, body.decode())
     assert (
         await Replayer(workflows=[AuditedWorkflow, HelloWorkflow]).replay_workflow(history)
     ).replay_failure is None
@@ -316,7 +319,7 @@ def _failure(path: Path, pem: Path) -> str:
 
 
 def _event_label(doc: dict, index: int) -> str:
-    event = doc["history"]["events"][index]
+    event = doc["events"][index]
     return f"event {event['eventId']} ({event['eventType'].removeprefix('EVENT_TYPE_')})"
 
 
@@ -332,7 +335,7 @@ async def test_one_changed_byte_of_one_event_is_named(exported, tmp_path):
     path, doc, pem = exported
     raw = bytearray(path.read_bytes())
     index = 4
-    event_id = doc["history"]["events"][index]["eventId"]
+    event_id = doc["events"][index]["eventId"]
     start = raw.index(f'"eventId":"{event_id}"'.encode())
     digit = raw.index(b'"eventTime":"', start) + len(b'"eventTime":"') + 3  # a digit of the year
     raw[digit] = ord("7") if raw[digit] != ord("7") else ord("8")
@@ -351,7 +354,7 @@ async def test_a_dropped_audit_entry_is_named(exported, tmp_path):
 async def test_two_swapped_events_are_named(exported, tmp_path):
     _, doc, pem = exported
     swapped = copy.deepcopy(doc)
-    events = swapped["history"]["events"]
+    events = swapped["events"]
     events[5], events[6] = events[6], events[5]
     out = _failure(_write(tmp_path, "swapped.json", swapped), pem)
     assert f"{_event_label(doc, 5)} was reordered" in out
@@ -360,9 +363,9 @@ async def test_two_swapped_events_are_named(exported, tmp_path):
 async def test_an_inserted_event_is_named(exported, tmp_path):
     _, doc, pem = exported
     inserted = copy.deepcopy(doc)
-    extra = copy.deepcopy(inserted["history"]["events"][3])
+    extra = copy.deepcopy(inserted["events"][3])
     extra["eventId"] = "999"
-    inserted["history"]["events"].insert(3, extra)
+    inserted["events"].insert(3, extra)
     out = _failure(_write(tmp_path, "inserted.json", inserted), pem)
     assert "event 999" in out
     assert "was inserted" in out
@@ -378,7 +381,7 @@ async def test_a_changed_search_attribute_is_named(exported, tmp_path):
 async def test_a_reexport_resigned_with_another_key_fails_against_the_installation_key(exported, tmp_path):
     _, doc, pem = exported
     forged = copy.deepcopy(doc)
-    forged["history"]["events"][2]["eventTime"] = "2001-01-01T00:00:00Z"
+    forged["events"][2]["eventTime"] = "2001-01-01T00:00:00Z"
     del forged["manifest"]
     forged["manifest"] = manifest.sign(
         subject=doc["manifest"]["subject"], document=forged, key=Ed25519PrivateKey.generate(), created_at="x"
