@@ -5,7 +5,7 @@ sent through the official SDK (a worker running, so workflow tasks interleave as
 then times:
 
 - `perdura export run` end to end (a process: Django set-up, reads, decryption, signing, writing),
-  and the in-process part it reports;
+  the in-process part it reports, and its peak resident memory;
 - `perdura export verify` end to end (a process without Django or a database), and `manifest.verify`
   in process;
 - the SDK's `WorkflowHistory.from_json` on the file.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -82,6 +83,8 @@ def main() -> None:
         if done.returncode:
             raise SystemExit(done.stderr)
         reported = done.stderr.strip().splitlines()[-1]
+        # The largest waited-for child so far is the export process (the dev server is still running).
+        export_peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         started = time.monotonic()
         checked = subprocess.run(
             [servers.PERDURA, "export", "verify", str(out)], capture_output=True, text=True, cwd=tmp
@@ -105,6 +108,7 @@ def main() -> None:
             "export_bytes": out.stat().st_size,
             "export_process_seconds": round(export_seconds, 2),
             "export_reported": reported,
+            "export_peak_rss_mb": round(export_peak_mb),
             "verify_process_seconds": round(verify_seconds, 2),
             "verify_in_process_seconds": round(verify_in_process, 3),
             "sdk_from_json_seconds": round(load_seconds, 3),
