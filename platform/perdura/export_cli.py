@@ -53,8 +53,10 @@ def _cmd_run(args: argparse.Namespace) -> None:
     except signing.SigningKeyError as e:
         raise SystemExit(f"perdura: {e}") from None
     data = json.dumps(export.document, ensure_ascii=False, separators=(",", ":")).encode()
-    Path(args.output).write_bytes(data)
+    # Recorded before the file exists, as the REST view records before answering: no export leaves
+    # unaudited (a failed write leaves an entry for an attempt, never a file without one).
     gather.record(namespace=namespace, export=export)
+    Path(args.output).write_bytes(data)
     print(
         f"exported {args.namespace}/{export.workflow_id}/{export.run_id}: {export.events} events, "
         f"{export.audit_entries} audit entries, {len(data)} bytes in {time.monotonic() - started:.2f}s "

@@ -419,3 +419,44 @@ def test_the_verifier_needs_neither_django_nor_a_database(exported):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "clean" in done.stdout
+
+
+# --- production -----------------------------------------------------------------------------------------
+
+
+async def test_production_exports_need_the_configured_key_and_verify_against_it(production_server, tmp_path):
+    """On Postgres, outside dev, the signing key comes only from PERDURA_EXPORT_SIGNING_KEY: without it
+    the export refuses (and names the variable); with it the file verifies against `perdura export key`."""
+    server = production_server
+    client = await Client.connect(server.address, namespace="default")
+    queue = f"tq-{uuid.uuid4()}"
+    workflow_id = new_id("prod-export")
+    async with Worker(client, task_queue=queue, workflows=EXPORT_WORKFLOWS, activities=EXPORT_ACTIVITIES):
+        assert await client.execute_workflow(HelloWorkflow.run, "pg", id=workflow_id, task_queue=queue)
+    out = tmp_path / "prod.json"
+    args = ["export", "run", "--namespace", "default", "--workflow-id", workflow_id, "--output", str(out)]
+    env = dict(server.env, PERDURA_DATABASE_URL=server.database_url)
+    refused = subprocess.run([servers.PERDURA, *args], env=env, capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "PERDURA_EXPORT_SIGNING_KEY is not set" in refused.stderr
+    assert not out.exists()
+
+    keyed = dict(
+        env,
+        PERDURA_EXPORT_SIGNING_KEY=subprocess.check_output([servers.PERDURA, "export", "keygen"], text=True),
+    )
+    done = subprocess.run([servers.PERDURA, *args], env=keyed, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    pem = tmp_path / "prod.pem"
+    pem.write_text(subprocess.check_output([servers.PERDURA, "export", "key"], env=keyed, text=True))
+    checked = verify(out, "--public-key", str(pem))
+    assert checked.returncode == 0, checked.stdout
+    doc = json.loads(out.read_bytes())
+    start = next(e for e in doc["audit"] if e["action"] == "StartWorkflowExecution")
+    assert start["actor"] == {"kind": "operator", "id": "loopback", "label": ""}
+    history = WorkflowHistory.from_json(workflow_id, out.read_text())
+    assert (await Replayer(workflows=[HelloWorkflow]).replay_workflow(history)).replay_failure is None
+    # A key other than the published one does not verify it.
+    other = tmp_path / "other.pem"
+    other.write_text(manifest.public_pem(Ed25519PrivateKey.generate().public_key()))
+    assert verify(out, "--public-key", str(other)).returncode == 1
