@@ -1,4 +1,5 @@
-"""The chain around a run, read from its own events: parent, root, children, the runs before and after it.
+"""The chain around a run, read from its own events: parent, root, children, the runs before and after it
+(continue-as-new, cron, retry, reset).
 
 Pure (events in, JSON out): the history already names every run it is linked to, so the export's
 links need no other lookup and say nothing the signed history does not also say.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.api.history.v1 import HistoryEvent
 
 _CLOSE_ATTRIBUTES = {
@@ -27,7 +28,8 @@ def _execution(namespace: str, workflow_id: str, run_id: str) -> dict[str, Any]:
 
 
 def links(*, namespace: str, events: Iterable[HistoryEvent]) -> dict[str, Any]:
-    """Parent, root, previous and next runs, and children (by initiating event), by id."""
+    """Parent, root, previous and next runs, the run a reset started from, and children (by initiating
+    event), by id."""
     out: dict[str, Any] = {
         "parent": None,
         "root": None,
@@ -36,6 +38,7 @@ def links(*, namespace: str, events: Iterable[HistoryEvent]) -> dict[str, Any]:
         "original_execution_run_id": None,
         "next_run": None,
         "children": [],
+        "reset_from": None,
     }
     children: dict[int, dict[str, Any]] = {}
     for event in events:
@@ -76,16 +79,20 @@ def links(*, namespace: str, events: Iterable[HistoryEvent]) -> dict[str, Any]:
             child = children.get(a.initiated_event_id)
             if child is not None:
                 child["outcome"] = "start_failed"
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            a = event.workflow_task_failed_event_attributes
+            if a.cause == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW and a.base_run_id:
+                # A reset run repeats its base's events up to the reset point, then fails that task naming both.
+                out["reset_from"] = {"base_run_id": a.base_run_id, "failed_event_id": event.event_id}
         elif kind in _CLOSE_ATTRIBUTES:
             a = getattr(event, _CLOSE_ATTRIBUTES[kind])
             if a.new_execution_run_id:
-                why = (
-                    "continued_as_new"
-                    if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
-                    else ""
-                )
-                if not why:
-                    why = "cron_or_retry"
-                out["next_run"] = {"run_id": a.new_execution_run_id, "reason": why}
+                # A continue-as-new names its next run; a completed, failed or timed-out run names one
+                # only when a cron schedule or a retry policy starts it (the events do not say which).
+                continued = kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+                out["next_run"] = {
+                    "run_id": a.new_execution_run_id,
+                    "reason": "continued_as_new" if continued else "cron_or_retry",
+                }
     out["children"] = list(children.values())
     return out

@@ -9,6 +9,7 @@ place of every tampering; another tenant's key, or a key for another namespace, 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import os
@@ -22,15 +23,22 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType, IndexedValueType
 from temporalio.api.operatorservice.v1 import request_response_pb2 as orr
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import Replayer, Worker
 
 from engine.exports import manifest
 from tests.e2e.conftest import new_id
-from tests.e2e.export_workflows import EXPORT_ACTIVITIES, EXPORT_WORKFLOWS, AuditedWorkflow
+from tests.e2e.export_workflows import (
+    EXPORT_ACTIVITIES,
+    EXPORT_WORKFLOWS,
+    AuditedWorkflow,
+    ManySignalsWorkflow,
+)
 from tests.e2e.workflows import HelloWorkflow
 from tests.support import servers
 
@@ -294,6 +302,55 @@ async def test_other_tenants_and_other_namespaces_keys_cannot_export_the_run(set
         status, body = rest(s, path, s.keys[key])
         assert status == 404, (key, body)
         assert s.workflow_id.encode() not in body
+
+
+async def test_a_reset_is_linked_and_audited_on_the_run_it_reset(setup, tmp_path):
+    s = setup
+    client = await connect(s, s.ns, s.keys["operator"])
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, workflows=EXPORT_WORKFLOWS, activities=EXPORT_ACTIVITIES):
+        handle = await client.start_workflow(ManySignalsWorkflow.run, id=new_id("reset"), task_queue=queue)
+        await handle.signal(ManySignalsWorkflow.tick, 1)
+        old_run = handle.result_run_id
+        finished = await wait_for_event(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+        reset = await client.workflow_service.reset_workflow_execution(
+            ResetWorkflowExecutionRequest(
+                namespace=s.ns,
+                workflow_execution=WorkflowExecution(workflow_id=handle.id, run_id=old_run),
+                workflow_task_finish_event_id=finished,
+                reason="export test",
+                request_id=str(uuid.uuid4()),
+            )
+        )
+        await client.get_workflow_handle(handle.id).signal(ManySignalsWorkflow.stop)
+        await client.get_workflow_handle(handle.id).result()
+    args = ["export", "run", "--namespace", s.ns, "--workflow-id", handle.id]
+    s.server.cli(*args, "--run-id", reset.run_id, "--output", str(tmp_path / "new.json"))
+    s.server.cli(*args, "--run-id", old_run, "--output", str(tmp_path / "old.json"))
+    new = json.loads((tmp_path / "new.json").read_bytes())
+    old = json.loads((tmp_path / "old.json").read_bytes())
+    assert new["links"]["reset_from"]["base_run_id"] == old_run
+    assert old["run"]["status"] == "WORKFLOW_EXECUTION_STATUS_TERMINATED"
+    resets = [e for e in old["audit"] if e["action"] == "ResetWorkflowExecution"]
+    assert [(e["target"], e["outcome"], e["details"]) for e in resets] == [
+        (f"workflow/{handle.id}/{old_run}", "ok", {"workflow_task_finish_event_id": finished})
+    ]
+    # The reset names the old run: the new run's export does not claim it; the stop signal is the new run's.
+    assert "ResetWorkflowExecution" not in {e["action"] for e in new["audit"]}
+    assert "SignalWorkflowExecution" in {e["action"] for e in new["audit"]}
+    for path in (tmp_path / "new.json", tmp_path / "old.json"):
+        assert verify(path).returncode == 0
+
+
+async def wait_for_event(handle, event_type: int, timeout: float = 15) -> int:
+    """The id of the first event of `event_type` in the run's history, once there."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        async for event in handle.fetch_history_events():
+            if event.event_type == event_type:
+                return event.event_id
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"no {EventType.Name(event_type)} in {handle.id}")
 
 
 # --- tampering ---------------------------------------------------------------------------------------
