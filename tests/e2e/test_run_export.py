@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -340,6 +341,28 @@ async def test_a_reset_is_linked_and_audited_on_the_run_it_reset(setup, tmp_path
     assert "SignalWorkflowExecution" in {e["action"] for e in new["audit"]}
     for path in (tmp_path / "new.json", tmp_path / "old.json"):
         assert verify(path).returncode == 0
+
+
+async def test_a_termination_by_workflow_id_after_the_close_is_the_runs(setup, tmp_path):
+    """A terminate naming only the workflow id is recorded after the run closed (the interceptor writes
+    after the call): it is attributed to the run, which was current until a next run starts."""
+    s = setup
+    client = await connect(s, s.ns, s.keys["operator"])
+    handle = await client.start_workflow(
+        ManySignalsWorkflow.run, id=new_id("terminated"), task_queue=f"tq-{uuid.uuid4()}"
+    )
+    await client.get_workflow_handle(handle.id).terminate(reason="case closed")
+    path = tmp_path / "terminated.json"
+    s.server.cli("export", "run", "--namespace", s.ns, "--workflow-id", handle.id, "--output", str(path))
+    doc = json.loads(path.read_bytes())
+    assert doc["run"]["status"] == "WORKFLOW_EXECUTION_STATUS_TERMINATED"
+    terminations = [e for e in doc["audit"] if e["action"] == "TerminateWorkflowExecution"]
+    assert [(e["target"], e["outcome"], e["actor"]["id"]) for e in terminations] == [
+        (f"workflow/{handle.id}", "ok", s.keys["operator"][:16])
+    ]
+    closed = datetime.fromisoformat(doc["run"]["close_time"])
+    assert datetime.fromisoformat(terminations[0]["time"]) > closed
+    assert doc["events"][-1]["workflowExecutionTerminatedEventAttributes"]["reason"] == "case closed"
 
 
 async def wait_for_event(handle, event_type: int, timeout: float = 15) -> int:
