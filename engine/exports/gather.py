@@ -8,7 +8,7 @@ API's do: live and closed runs alike. Archived runs (issue 14) are not reachable
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
@@ -23,6 +23,9 @@ from engine.models import Execution
 from engine.persistence import store
 from tenants import audit
 from tenants.models import AuditEvent, Namespace
+
+CLOCK_MARGIN = timedelta(minutes=5)
+"""How far before a run's start an entry naming it by run id is still looked for (replica clock skew)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +66,11 @@ def _run_entries(namespace: Namespace, execution: Execution) -> list[AuditEvent]
     window = Q(time__gte=execution.start_time)
     if next_start is not None:
         window &= Q(time__lt=next_start)
-    query = AuditEvent.objects.filter(namespace_id=namespace.id).filter(
-        Q(target=run) | Q(target__startswith=f"{run}/") | (by_workflow & window)
-    )
+    # No entry names a run before it exists: bounding the time lets the (namespace, time) index serve
+    # the query. The margin covers the clocks of other API replicas, for entries naming the run by id.
+    query = AuditEvent.objects.filter(
+        namespace_id=namespace.id, time__gte=execution.start_time - CLOCK_MARGIN
+    ).filter(Q(target=run) | Q(target__startswith=f"{run}/") | (by_workflow & window))
     return list(query.order_by("id"))
 
 
