@@ -36,6 +36,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 FORMAT = "perdura.run-export/1"
 MANIFEST_FORMAT = "perdura.run-export.manifest/1"
 RUN, LINKS, EVENT, AUDIT = "run", "links", "event", "audit"
+SECTIONS = frozenset({"events", "format", "run", "links", "audit", "manifest"})
+"""The top-level fields of an export: the hashed items' sections, `format` (fixed) and the manifest."""
 
 
 def canonical(value: Any) -> bytes:
@@ -250,6 +252,16 @@ def verify(document: Any, *, public_key: Ed25519PublicKey | None = None) -> Verd
         chain = ""
     if chain != manifest.get("head"):
         return Verdict(ok=False, message="the manifest's hash chain does not reach its head", fingerprint=fp)
+    unsigned_sections = sorted(set(document) - SECTIONS)
+    if unsigned_sections:
+        # Nothing in the file may pass for part of the export without being signed.
+        return Verdict(
+            ok=False,
+            message=f"the file holds unsigned sections: {', '.join(unsigned_sections)}",
+            fingerprint=fp,
+        )
+    if document.get("format") != FORMAT:
+        return Verdict(ok=False, message=f"unknown export format {document.get('format')!r}", fingerprint=fp)
     try:
         found = _items(document)
     except ValueError as e:

@@ -110,3 +110,12 @@ def test_not_an_export():
     doc = _document()
     del doc["audit"]
     assert "no `audit` list" in _message(doc)
+
+
+def test_unsigned_sections_and_another_format_are_refused():
+    doc = _document()
+    doc["notes"] = {"approved_by": "nobody"}
+    assert _message(doc) == "the file holds unsigned sections: notes"
+    doc = _document()
+    doc["format"] = "perdura.run-export/0"
+    assert "unknown export format" in _message(doc)
