@@ -163,6 +163,10 @@ def main(argv: list[str] | None = None) -> None:
 
     visibility_cli.add_parsers(sub)
 
+    from perdura import export_cli
+
+    export_cli.add_parsers(sub)
+
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from tenants.rest import views
+from tenants.rest import export_views, views
 
 urlpatterns = [
     path("auth/csrf/", views.CsrfView.as_view(), name="api-csrf"),
@@ -39,6 +39,11 @@ urlpatterns = [
         "namespaces/<uuid:namespace_id>/access/<int:member_id>/",
         views.NamespaceAccessView.as_view(),
         name="api-namespace-grant",
+    ),
+    path(
+        "namespaces/<uuid:namespace_id>/export/run/",
+        export_views.RunExportView.as_view(),
+        name="api-namespace-export-run",
     ),
     path("api-keys/", views.ApiKeyListView.as_view(), name="api-keys"),
     path("api-keys/<uuid:key_id>/", views.ApiKeyView.as_view(), name="api-key"),

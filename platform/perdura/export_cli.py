@@ -1,0 +1,141 @@
+"""`perdura export`: per-run compliance exports (run), their offline check (verify) and the signing key.
+
+`verify`, `key` and `keygen` never set up Django nor open a database: an auditor checks a file with
+only the package installed. `run` reads the run as the other operator commands do (PERDURA_DATABASE_URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def _dev_key_location() -> None:
+    """Against a `perdura dev` database, its signing key is the one kept beside it (as control._django
+    finds its master key); `key` needs that without setting up Django."""
+    from perdura import env
+
+    url = env.database_url()
+    if url.startswith("sqlite:///"):
+        os.environ["PERDURA_DEV"] = "1"
+        os.environ.setdefault("PERDURA_DATA_DIR", str(Path(url.removeprefix("sqlite:///")).resolve().parent))
+
+
+def _signing_key():  # type: ignore[no-untyped-def]
+    from engine.exports import signing
+
+    try:
+        return signing.signing_key()
+    except signing.SigningKeyError as e:
+        raise SystemExit(f"perdura: {e}") from None
+
+
+def _cmd_run(args: argparse.Namespace) -> None:
+    from perdura import control
+
+    control._django()
+    from engine.errors import NotFound
+    from engine.exports import gather, signing
+    from tenants import selectors
+
+    namespace = selectors.namespace_by_name(args.namespace)
+    if namespace is None:
+        raise SystemExit(f"perdura: no namespace {args.namespace!r}")
+    started = time.monotonic()
+    try:
+        export = gather.build(namespace=namespace, workflow_id=args.workflow_id, run_id=args.run_id or "")
+    except NotFound as e:
+        raise SystemExit(f"perdura: {e}") from None
+    except signing.SigningKeyError as e:
+        raise SystemExit(f"perdura: {e}") from None
+    data = json.dumps(export.document, ensure_ascii=False, separators=(",", ":")).encode()
+    # Recorded before the file exists, as the REST view records before answering: no export leaves
+    # unaudited (a failed write leaves an entry for an attempt, never a file without one).
+    gather.record(namespace=namespace, export=export)
+    Path(args.output).write_bytes(data)
+    print(
+        f"exported {args.namespace}/{export.workflow_id}/{export.run_id}: {export.events} events, "
+        f"{export.audit_entries} audit entries, {len(data)} bytes in {time.monotonic() - started:.2f}s "
+        f"to {args.output}",
+        file=sys.stderr,
+    )
+
+
+def _cmd_verify(args: argparse.Namespace) -> None:
+    # Only the pure verifier: no Django, no database, no server.
+    from engine.exports import manifest
+
+    public_key = None
+    if args.public_key:
+        try:
+            public_key = manifest.load_public_key(Path(args.public_key).read_bytes())
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"perdura: --public-key {args.public_key}: {e}") from None
+    try:
+        document = json.loads(Path(args.file).read_bytes())
+    except OSError as e:
+        print(f"FAILED: cannot read {args.file}: {e}")
+        raise SystemExit(1) from None
+    except ValueError as e:
+        print(f"FAILED: {args.file} is not JSON: {e}")
+        raise SystemExit(1) from None
+    verdict = manifest.verify(document, public_key=public_key)
+    if not verdict.ok:
+        print(f"FAILED: {verdict.message}")
+        raise SystemExit(1)
+    print(verdict.message)
+    if not verdict.trusted_key:
+        print(
+            "note: checked with the key the file names; pass --public-key with the installation's "
+            "published key to know it was signed by that installation",
+            file=sys.stderr,
+        )
+
+
+def _cmd_key(args: argparse.Namespace) -> None:
+    _dev_key_location()
+    from engine.exports import manifest
+
+    key = _signing_key()
+    print(manifest.public_pem(key.public_key()), end="")
+    print(f"fingerprint: {manifest.fingerprint(key.public_key())}", file=sys.stderr)
+
+
+def _cmd_keygen(args: argparse.Namespace) -> None:
+    from engine.exports import signing
+
+    print(signing.generate())
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    export = sub.add_parser("export", help="per-run compliance exports: signed, verifiable offline")
+    export_sub = export.add_subparsers(dest="export_command", required=True)
+
+    run = export_sub.add_parser(
+        "run", help="write one run's history, audit entries, attributes, links and signed manifest"
+    )
+    run.add_argument("--namespace", required=True, help="the namespace's full name")
+    run.add_argument("--workflow-id", required=True)
+    run.add_argument("--run-id", help="the run (default: the workflow id's current or latest run)")
+    run.add_argument("--output", required=True, help="the file to write (JSON)")
+    run.set_defaults(func=_cmd_run)
+
+    verify = export_sub.add_parser(
+        "verify", help="check an export's hash chain and signature offline (exit 1 naming what changed)"
+    )
+    verify.add_argument("file")
+    verify.add_argument(
+        "--public-key", help="PEM file of the installation's published key (default: the key the file names)"
+    )
+    verify.set_defaults(func=_cmd_verify)
+
+    export_sub.add_parser(
+        "key", help="print the installation's export signing public key (PEM), to publish"
+    ).set_defaults(func=_cmd_key)
+    export_sub.add_parser(
+        "keygen", help="print a new signing key for PERDURA_EXPORT_SIGNING_KEY (base64 seed)"
+    ).set_defaults(func=_cmd_keygen)
