@@ -1,0 +1,152 @@
+"""Bounds every request obeys before any handler sees it: durations, timestamps, numbers, depth, sizes.
+
+The history rules compute deadlines as `now + duration`, retry delays as `initial * coefficient ** n`, and
+store messages that clients parse again later. A value they cannot compute with (a timeout of 1e12 s, a NaN
+coefficient, a failure whose causes nest 99 deep) must never get that far: once written, it raises in a shard
+queue on every attempt. So one walk over each decoded request, whatever its method, either answers
+INVALID_ARGUMENT with a message naming the field, or caps the value as Temporal does:
+
+- a Duration longer than 100 years is capped to 100 years (Temporal's ValidateAndCapProtoDuration), so
+  `now + duration` stays inside the calendar however the rules add them up; negative ones are capped to
+  minus 100 years and left for each field's own check to refuse with its own message;
+- `nanos` outside ±999,999,999 are folded into `seconds`, as Temporal's Go runtime reads them;
+- a Timestamp outside 0001-01-01 .. 9999-12-31 (protobuf's own range) is refused;
+- a NaN or infinite float is refused (outside workflow commands, whose rules fail the task instead);
+- messages nested deeper than MAX_DEPTH are refused, so that every stored message still parses (protobuf's
+  parsers stop at 100 levels, and history wraps a request's failure in three more);
+- an `identity` longer than MAX_ID_LENGTH, and a Header larger than the blob limit, are refused.
+
+Pure: no I/O; the walk mutates only the capped Duration fields of the request it is given.
+"""
+
+from __future__ import annotations
+
+import math
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
+
+from engine.errors import InvalidArgument
+
+MAX_ID_LENGTH = 1000
+"""Temporal's limit.maxIDLength: ids, names, identities and request ids."""
+BLOB_SIZE_LIMIT = 2 * 1024 * 1024
+"""Temporal's default per-payload limit (limit.blobSize.error); headers are held to it too."""
+MAX_DURATION_SECONDS = 100 * 365 * 24 * 3600
+"""Temporal caps durations at 100 years (common/primitives/timestamp: maxAllowedDuration)."""
+MAX_DEPTH = 64
+"""Levels of nested messages a request may have (a failure and 60-odd causes)."""
+MIN_TIMESTAMP_SECONDS = -62135596800  # 0001-01-01T00:00:00Z
+MAX_TIMESTAMP_SECONDS = 253402300799  # 9999-12-31T23:59:59Z
+
+_NANOS = 1_000_000_000
+_DURATION = "google.protobuf.Duration"
+_TIMESTAMP = "google.protobuf.Timestamp"
+_HEADER = "temporal.api.common.v1.Header"
+_USER_DATA = frozenset(
+    {
+        "temporal.api.common.v1.Payload",
+        "temporal.api.common.v1.Payloads",
+        "temporal.api.common.v1.Memo",
+        "temporal.api.common.v1.SearchAttributes",
+    }
+)
+"""Opaque user data: sized by the handlers against the blob limit, never computed with, so not walked."""
+_COMMANDS = "temporal.api.workflowservice.v1.RespondWorkflowTaskCompletedRequest"
+_FLOATS = (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
+
+
+def check_request(message: Message) -> None:
+    """Refuse or cap, in place, every bounded value of a decoded request (see the module docstring).
+
+    Raises:
+        InvalidArgument: the message names the field (as a dotted path) and the limit.
+    """
+    _walk(message, path="", depth=1, in_commands=False)
+
+
+def cap_duration(value: Duration) -> None:
+    """Fold out-of-range nanos into seconds, and cap the magnitude at 100 years, in place."""
+    if not -_NANOS < value.nanos < _NANOS:
+        total = value.seconds * _NANOS + value.nanos
+        whole, rest = divmod(abs(total), _NANOS)
+        sign = -1 if total < 0 else 1
+        value.seconds, value.nanos = sign * whole, sign * rest
+    if value.seconds > MAX_DURATION_SECONDS or (value.seconds == MAX_DURATION_SECONDS and value.nanos > 0):
+        value.seconds, value.nanos = MAX_DURATION_SECONDS, 0
+    elif value.seconds < -MAX_DURATION_SECONDS or (
+        value.seconds == -MAX_DURATION_SECONDS and value.nanos < 0
+    ):
+        value.seconds, value.nanos = -MAX_DURATION_SECONDS, 0
+
+
+def duration_problem(value: Duration) -> str | None:
+    """Why Temporal refuses a duration for a timeout, delay or interval, in its words; None if it does not."""
+    if (value.seconds > 0 and value.nanos < 0) or (value.seconds < 0 and value.nanos > 0):
+        return "duration has seconds and nanos with different signs"
+    if value.seconds < 0 or value.nanos < 0:
+        return "negative duration"
+    return None
+
+
+def failure_depth_message(path: str) -> str:
+    where = path if len(path) <= 80 else f"{path[:40]}...{path[-30:]}"
+    return (
+        f"Request is nested more than {MAX_DEPTH} messages deep (at {where}); "
+        "a failure's chain of causes, say, must be shorter."
+    )
+
+
+def _walk(message: Message, *, path: str, depth: int, in_commands: bool) -> None:
+    if depth > MAX_DEPTH:
+        raise InvalidArgument(failure_depth_message(path))
+    commands = message.DESCRIPTOR.full_name == _COMMANDS
+    for field, value in message.ListFields():
+        name = f"{path}.{field.name}" if path else field.name
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            if field.message_type.GetOptions().map_entry:
+                value_field = field.message_type.fields_by_name["value"]
+                if value_field.type != FieldDescriptor.TYPE_MESSAGE:
+                    continue
+                items = [(f"{name}[{key!r}]", item) for key, item in value.items()]
+            elif field.is_repeated:
+                items = [(f"{name}[{i}]", item) for i, item in enumerate(value)]
+            else:
+                items = [(name, value)]
+            nested_commands = in_commands or (commands and field.name == "commands")
+            for item_path, item in items:
+                _message(item, path=item_path, depth=depth + 1, in_commands=nested_commands)
+        elif field.type in _FLOATS:
+            if not in_commands:
+                for number in value if field.is_repeated else (value,):
+                    if not math.isfinite(number):
+                        raise InvalidArgument(f"Invalid {name}: {number} is not a finite number.")
+        elif (
+            field.name == "identity"
+            and field.type == FieldDescriptor.TYPE_STRING
+            and len(value) > MAX_ID_LENGTH
+        ):
+            raise InvalidArgument("Identity length exceeds limit.")
+
+
+def _message(item: Message, *, path: str, depth: int, in_commands: bool) -> None:
+    kind = item.DESCRIPTOR.full_name
+    if kind == _DURATION:
+        cap_duration(item)  # type: ignore[arg-type]
+    elif kind == _TIMESTAMP:
+        seconds, nanos = item.seconds, item.nanos  # type: ignore[attr-defined]
+        if not (MIN_TIMESTAMP_SECONDS <= seconds <= MAX_TIMESTAMP_SECONDS and 0 <= nanos < _NANOS):
+            raise InvalidArgument(
+                f"Invalid timestamp {path}: it must lie between 0001-01-01 and 9999-12-31 "
+                f"with nanos in [0, 999999999] (seconds={seconds}, nanos={nanos})."
+            )
+    elif kind == _HEADER:
+        size = item.ByteSize()
+        if size > BLOB_SIZE_LIMIT:
+            raise InvalidArgument(
+                f"Header size exceeds limit. The {path} is {size} bytes; "
+                f"the limit is {BLOB_SIZE_LIMIT} bytes (2 MiB)."
+            )
+    elif kind not in _USER_DATA:
+        _walk(item, path=path, depth=depth, in_commands=in_commands)
