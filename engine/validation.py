@@ -7,12 +7,11 @@ import uuid
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
+from engine.bounds import BLOB_SIZE_LIMIT, MAX_ID_LENGTH, duration_problem
 from engine.errors import InvalidArgument
 from engine.history import cron, retry
 
-MAX_ID_LENGTH = 1000
-BLOB_SIZE_LIMIT = 2 * 1024 * 1024
-"""Temporal's default per-payload limit: larger inputs, results or details are refused."""
+__all__ = ["BLOB_SIZE_LIMIT", "MAX_ID_LENGTH"]
 
 
 def require_id(value: str, name: str) -> None:
@@ -39,8 +38,24 @@ def require_task_queue(name: str) -> None:
 
 
 def non_negative(value: Duration, name: str) -> None:
-    if value.seconds < 0 or value.nanos < 0:
-        raise InvalidArgument(f"An invalid {name}Seconds is set on request. cause: negative duration")
+    """A timeout or delay Temporal accepts: not negative, seconds and nanos of one sign (its messages)."""
+    problem = duration_problem(value)
+    if problem:
+        raise InvalidArgument(f"An invalid {name}Seconds is set on request. cause: {problem}")
+
+
+def signal_name(value: str) -> None:
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidArgument("SignalName length exceeds limit.")
+
+
+def namespace_id(value: str) -> None:
+    """Namespace ids are UUIDs; anything else names no namespace and is refused, not looked up."""
+    if value:
+        try:
+            uuid.UUID(value)
+        except ValueError:
+            raise InvalidArgument(f"Invalid namespace id {value[:64]!r}: it must be a UUID.") from None
 
 
 def blob_size(message: Message | None, name: str) -> None:
