@@ -658,3 +658,59 @@ async def test_an_activity_retry_interval_of_duration_max_leaves_the_timer_loop_
     await _wait_for_event(client, other.workflow_id, EventType.EVENT_TYPE_TIMER_FIRED, timeout=15)
     pending = (await describe(client, request.workflow_id)).pending_activities
     assert [p.attempt for p in pending] == [2]
+
+
+# --- schedules at the calendar's edges ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"interval": [{"interval": Duration(seconds=BIG)}]},  # capped to 100 years
+        {"interval": [{"interval": Duration(seconds=CAP)}], "start_time": {"seconds": 253402300799 - 1000}},
+        {"interval": [{"interval": Duration(seconds=1)}], "start_time": {"seconds": -62135596800}},
+        {"interval": [{"interval": Duration(seconds=60)}], "jitter": Duration(seconds=DURATION_MAX)},
+    ],
+    ids=["interval-1e12s", "century-interval-from-9999", "start-on-0001-01-01", "jitter-duration-max"],
+)
+async def test_schedules_at_the_calendars_edges_are_served(client, spec):
+    """Each was INTERNAL (a date overflow in CreateSchedule); the real server accepts them (it refuses an
+    interval over 10,000 years, which the 100-year cap makes impossible here)."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+    from temporalio.api.schedule.v1 import Schedule, ScheduleAction, ScheduleSpec
+    from temporalio.api.workflow.v1 import NewWorkflowExecutionInfo
+    from temporalio.api.workflowservice.v1 import (
+        CreateScheduleRequest,
+        DeleteScheduleRequest,
+        DescribeScheduleRequest,
+        ListScheduleMatchingTimesRequest,
+    )
+
+    schedule_id = f"edge-{uuid.uuid4()}"
+    action = ScheduleAction(
+        start_workflow=NewWorkflowExecutionInfo(
+            workflow_id=f"edge-{uuid.uuid4()}", workflow_type=WorkflowType(name="W"), task_queue=TQ
+        )
+    )
+    ws = client.workflow_service
+    await ws.create_schedule(
+        CreateScheduleRequest(
+            namespace="default",
+            schedule_id=schedule_id,
+            schedule=Schedule(spec=ScheduleSpec(**spec), action=action),
+            request_id=str(uuid.uuid4()),
+        )
+    )
+    described = await ws.describe_schedule(
+        DescribeScheduleRequest(namespace="default", schedule_id=schedule_id)
+    )
+    assert described.schedule.spec.interval[0].interval.seconds <= CAP
+    await ws.list_schedule_matching_times(
+        ListScheduleMatchingTimesRequest(
+            namespace="default",
+            schedule_id=schedule_id,
+            start_time=Timestamp(seconds=-62135596800),
+            end_time=Timestamp(seconds=253402300799),
+        )
+    )
+    await ws.delete_schedule(DeleteScheduleRequest(namespace="default", schedule_id=schedule_id))
