@@ -46,11 +46,13 @@ from temporalio.api.enums.v1 import CommandType, EventType, WorkflowExecutionSta
 from temporalio.api.operatorservice.v1 import service_pb2 as operator_service
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
+    CountWorkflowExecutionsRequest,
     DescribeNamespaceRequest,
     DescribeWorkflowExecutionRequest,
     GetWorkflowExecutionHistoryRequest,
     GetWorkflowExecutionHistoryReverseRequest,
     ListSchedulesRequest,
+    ListWorkflowExecutionsRequest,
     PollActivityTaskQueueRequest,
     PollWorkflowTaskQueueRequest,
     RespondWorkflowTaskCompletedRequest,
@@ -258,6 +260,24 @@ REFUSALS = [
         "DescribeNamespace id that is not a UUID",
         lambda ws, wid, new: ws.describe_namespace(DescribeNamespaceRequest(id="not-a-uuid")),
         "Invalid namespace id 'not-a-uuid': it must be a UUID.",
+    ),
+    Refusal(
+        "list query with an integer past int64",
+        lambda ws, wid, new: ws.list_workflow_executions(
+            ListWorkflowExecutionsRequest(
+                namespace="default", query="HistoryLength > 99999999999999999999999"
+            )
+        ),
+        "HistoryLength is out of the range of a 64-bit integer",
+    ),
+    Refusal(
+        "count query with an integer past int64",
+        lambda ws, wid, new: ws.count_workflow_executions(
+            CountWorkflowExecutionsRequest(
+                namespace="default", query="HistoryLength < -99999999999999999999999"
+            )
+        ),
+        "out of the range of a 64-bit integer",
     ),
     *(
         Refusal(
