@@ -734,3 +734,70 @@ async def test_schedules_at_the_calendars_edges_are_served(client, spec):
         )
     )
     await ws.delete_schedule(DeleteScheduleRequest(namespace="default", schedule_id=schedule_id))
+
+
+# --- protocol messages ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b"\xff\xff\xff", "the Acceptance message body could not be decoded"),
+        (None, "Request is nested more than 64 messages deep"),
+    ],
+    ids=["undecodable-acceptance", "rejection-nested-too-deep"],
+)
+async def test_bad_protocol_messages_fail_the_workflow_task(client, body, fragment):
+    """A message body is bytes to the edge's walk; undecodable it answered INTERNAL, too deep it was stored."""
+    from google.protobuf import any_pb2
+    from temporalio.api.protocol.v1 import Message
+    from temporalio.api.update.v1 import Acceptance, Input, Meta, Rejection, Request, WaitPolicy
+    from temporalio.api.update.v1 import Request as UpdateRequest
+    from temporalio.api.workflowservice.v1 import UpdateWorkflowExecutionRequest
+
+    request = start_request()
+    ws = client.workflow_service
+    await ws.start_workflow_execution(request)
+    await _respond(client, await poll_workflow_task(client, request.task_queue))  # the first task, empty
+    update_id = f"u-{uuid.uuid4()}"
+    update = asyncio.ensure_future(
+        ws.update_workflow_execution(
+            UpdateWorkflowExecutionRequest(
+                namespace="default",
+                workflow_execution=WorkflowExecution(workflow_id=request.workflow_id),
+                wait_policy=WaitPolicy(lifecycle_stage=2),  # ACCEPTED
+                request=UpdateRequest(meta=Meta(update_id=update_id), input=Input(name="u")),
+            )
+        )
+    )
+    try:
+        poll = await poll_workflow_task(client, request.task_queue)
+        if body is None:
+            packed = any_pb2.Any()
+            packed.Pack(Rejection(rejected_request=Request(meta=Meta(update_id=update_id))))
+            packed.value += _field(
+                Rejection.DESCRIPTOR.fields_by_name["failure"].number, deep_failure_bytes(70)
+            )
+        else:
+            packed = any_pb2.Any(
+                type_url=f"type.googleapis.com/{Acceptance.DESCRIPTOR.full_name}", value=body
+            )
+        message = Message(id="m1", protocol_instance_id=update_id, body=packed)
+        respond = ws.respond_workflow_task_completed(
+            RespondWorkflowTaskCompletedRequest(
+                namespace="default", task_token=poll.task_token, messages=[message], identity="test"
+            )
+        )
+        await expect(respond, INVALID, fragment)
+        events = await history(client, request.workflow_id)
+        failed = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+        assert [f.workflow_task_failed_event_attributes.cause for f in failed] == [
+            Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_UPDATE_WORKFLOW_EXECUTION_MESSAGE
+        ]
+    finally:
+        update.cancel()
+    # The run is healthy: a later task completes it.
+    await _respond(client, await poll_workflow_task(client, request.task_queue), complete())
+    assert (await describe(client, request.workflow_id)).workflow_execution_info.status == (
+        WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED
+    )
