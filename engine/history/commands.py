@@ -183,6 +183,12 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
                 )
             )
         )
+    elif kind not in CommandType.values():
+        # A number no CommandType names (proto3 enums are open): Temporal's words, not a ValueError from Name().
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
+            f"unknown command type: {kind}",
+        )
     else:
         raise CommandFailure(
             WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,

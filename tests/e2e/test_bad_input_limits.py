@@ -624,6 +624,12 @@ BAD_COMMANDS = [
         "Invalid BackoffStartInterval on ContinueAsNewWorkflowExecutionCommand: negative duration.",
     ),
     (
+        "unknown command type",
+        Command(command_type=999),
+        Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
+        "unknown command type: 999",  # the real server's words (it answered INTERNAL here)
+    ),
+    (
         "1 MiB marker name",
         Command(
             command_type=CommandType.COMMAND_TYPE_RECORD_MARKER,
