@@ -807,3 +807,27 @@ async def test_bad_protocol_messages_fail_the_workflow_task(client, body, fragme
     assert (await describe(client, request.workflow_id)).workflow_execution_info.status == (
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED
     )
+
+
+async def test_a_hundred_children_with_a_1e12_s_timeout_all_start(client):
+    """Issue 10, item 2: one task with 100 such commands was accepted, then each child-start transfer raised a
+    date overflow on every pass, re-reading the same 100 rows forever. Capped at the edge, all 100 start."""
+    request = start_request()
+    await client.workflow_service.start_workflow_execution(request)
+    children = [child(workflow_execution_timeout=Duration(seconds=BIG)) for _ in range(100)]
+    await _respond(client, await poll_workflow_task(client, request.task_queue), *children)
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        events = await history(client, request.workflow_id)
+        started = [e for e in events if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED]
+        if len(started) == 100:
+            break
+        assert asyncio.get_running_loop().time() < deadline, f"{len(started)} of 100 children started"
+        await asyncio.sleep(0.5)
+    initiated = [
+        e.start_child_workflow_execution_initiated_event_attributes
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+    ]
+    assert {a.workflow_execution_timeout.seconds for a in initiated} == {CAP}
+    await assert_id_is_free_and_a_normal_start_works(client, f"wf-{uuid.uuid4()}")
