@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
@@ -63,7 +63,7 @@ def check_request(message: Message) -> None:
     Raises:
         InvalidArgument: the message names the field (as a dotted path) and the limit.
     """
-    _walk(message, path="", depth=1, in_commands=False)
+    _walk(message, path=(), depth=1, in_commands=False)
 
 
 def cap_duration(value: Duration) -> None:
@@ -98,39 +98,95 @@ def failure_depth_message(path: str) -> str:
     )
 
 
-def _walk(message: Message, *, path: str, depth: int, in_commands: bool) -> None:
-    if depth > MAX_DEPTH:
-        raise InvalidArgument(failure_depth_message(path))
-    commands = message.DESCRIPTOR.full_name == _COMMANDS
-    for field, value in message.ListFields():
-        name = f"{path}.{field.name}" if path else field.name
+# How each field is walked, worked out once per field (descriptors are shared by every message of a type).
+_SKIP, _NESTED, _MAP, _FLOAT, _IDENTITY = range(5)
+_plans: dict[FieldDescriptor, int] = {}
+_bounded_cache: dict[str, bool] = {}
+_BOUNDED_TYPES = frozenset({_DURATION, _TIMESTAMP, _HEADER})
+
+
+def _bounded(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a message of this type can hold anything bounded here: a Duration, Timestamp or Header, a
+    float, an identity, or (through recursion, like Failure's cause) unbounded depth. Types that cannot
+    (WorkflowType, TaskQueue, ...) are not walked at all, which keeps the walk to a few microseconds."""
+    name = descriptor.full_name
+    if name in _BOUNDED_TYPES:
+        return True
+    if name in _USER_DATA:
+        return False
+    cached = _bounded_cache.get(name)
+    if cached is not None:
+        return cached
+    if name in seen:
+        return True  # a type that contains itself nests without end
+    found = False
+    for field in descriptor.fields:
+        if (
+            field.type in _FLOATS
+            or (field.name == "identity" and field.type == FieldDescriptor.TYPE_STRING)
+            or field.type == FieldDescriptor.TYPE_MESSAGE
+            and _bounded(field.message_type, seen | {name})
+        ):
+            found = True
+        if found:
+            break
+    if not seen:
+        _bounded_cache[name] = found
+    return found
+
+
+def _plan(field: FieldDescriptor) -> int:
+    plan = _plans.get(field)
+    if plan is None:
+        plan = _SKIP
         if field.type == FieldDescriptor.TYPE_MESSAGE:
             if field.message_type.GetOptions().map_entry:
-                value_field = field.message_type.fields_by_name["value"]
-                if value_field.type != FieldDescriptor.TYPE_MESSAGE:
-                    continue
-                items = [(f"{name}[{key!r}]", item) for key, item in value.items()]
-            elif field.is_repeated:
-                items = [(f"{name}[{i}]", item) for i, item in enumerate(value)]
-            else:
-                items = [(name, value)]
-            nested_commands = in_commands or (commands and field.name == "commands")
-            for item_path, item in items:
-                _message(item, path=item_path, depth=depth + 1, in_commands=nested_commands)
+                value = field.message_type.fields_by_name["value"]
+                if value.type == FieldDescriptor.TYPE_MESSAGE and _bounded(value.message_type):
+                    plan = _MAP
+            elif _bounded(field.message_type):
+                plan = _NESTED
         elif field.type in _FLOATS:
+            plan = _FLOAT
+        elif field.name == "identity" and field.type == FieldDescriptor.TYPE_STRING:
+            plan = _IDENTITY
+        _plans[field] = plan
+    return plan
+
+
+def _walk(message: Message, *, path: tuple, depth: int, in_commands: bool) -> None:
+    """`path` is (parent path, name or index) pairs, joined into a dotted name only for a message."""
+    if depth > MAX_DEPTH:
+        raise InvalidArgument(failure_depth_message(_dotted(path)))
+    commands = message.DESCRIPTOR.full_name == _COMMANDS
+    for field, value in message.ListFields():
+        plan = _plans.get(field)
+        if plan is None:
+            plan = _plan(field)
+        if plan == _SKIP:
+            continue
+        if plan == _NESTED:
+            nested_commands = in_commands or (commands and field.name == "commands")
+            if field.is_repeated:
+                for i, item in enumerate(value):
+                    _message(item, path=(path, field.name, i), depth=depth + 1, in_commands=nested_commands)
+            else:
+                _message(value, path=(path, field.name), depth=depth + 1, in_commands=nested_commands)
+        elif plan == _MAP:
+            for key, item in value.items():
+                _message(item, path=(path, field.name, key), depth=depth + 1, in_commands=in_commands)
+        elif plan == _FLOAT:
             if not in_commands:
                 for number in value if field.is_repeated else (value,):
                     if not math.isfinite(number):
-                        raise InvalidArgument(f"Invalid {name}: {number} is not a finite number.")
-        elif (
-            field.name == "identity"
-            and field.type == FieldDescriptor.TYPE_STRING
-            and len(value) > MAX_ID_LENGTH
-        ):
+                        raise InvalidArgument(
+                            f"Invalid {_dotted((path, field.name))}: {number} is not a finite number."
+                        )
+        elif len(value) > MAX_ID_LENGTH:  # _IDENTITY
             raise InvalidArgument("Identity length exceeds limit.")
 
 
-def _message(item: Message, *, path: str, depth: int, in_commands: bool) -> None:
+def _message(item: Message, *, path: tuple, depth: int, in_commands: bool) -> None:
     kind = item.DESCRIPTOR.full_name
     if kind == _DURATION:
         cap_duration(item)  # type: ignore[arg-type]
@@ -138,15 +194,25 @@ def _message(item: Message, *, path: str, depth: int, in_commands: bool) -> None
         seconds, nanos = item.seconds, item.nanos  # type: ignore[attr-defined]
         if not (MIN_TIMESTAMP_SECONDS <= seconds <= MAX_TIMESTAMP_SECONDS and 0 <= nanos < _NANOS):
             raise InvalidArgument(
-                f"Invalid timestamp {path}: it must lie between 0001-01-01 and 9999-12-31 "
+                f"Invalid timestamp {_dotted(path)}: it must lie between 0001-01-01 and 9999-12-31 "
                 f"with nanos in [0, 999999999] (seconds={seconds}, nanos={nanos})."
             )
     elif kind == _HEADER:
         size = item.ByteSize()
         if size > BLOB_SIZE_LIMIT:
             raise InvalidArgument(
-                f"Header size exceeds limit. The {path} is {size} bytes; "
+                f"Header size exceeds limit. The {_dotted(path)} is {size} bytes; "
                 f"the limit is {BLOB_SIZE_LIMIT} bytes (2 MiB)."
             )
-    elif kind not in _USER_DATA:
+    else:
         _walk(item, path=path, depth=depth, in_commands=in_commands)
+
+
+def _dotted(path: tuple) -> str:
+    """(((), "schedule"), "spec"), "start_time") -> "schedule.spec.start_time"; indexes and keys in brackets."""
+    parts: list[str] = []
+    while path:
+        parent, name, *key = path
+        parts.append(f"{name}[{key[0]!r}]" if key else name)
+        path = parent
+    return ".".join(reversed(parts))
