@@ -386,3 +386,56 @@ def test_schedule_list_token_round_trip():
 def test_garbage_schedule_list_tokens_are_refused_not_ignored(token):
     with pytest.raises(InvalidArgument, match="Invalid NextPageToken."):
         page_tokens.schedules_decode(token)
+
+
+# --- every request type, and the decoder the edge interceptor installs ---------------------------
+
+
+def _request_types() -> list:
+    from google.protobuf import symbol_database
+    from temporalio.api.operatorservice.v1 import service_pb2 as operator_service
+    from temporalio.api.workflowservice.v1 import service_pb2 as workflow_service
+
+    db = symbol_database.Default()
+    return [
+        db.GetSymbol(method.input_type.full_name)
+        for module in (workflow_service, operator_service)
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    ]
+
+
+def test_every_request_type_with_default_values_passes():
+    types = _request_types()
+    assert len(types) > 100
+    for request_type in types:
+        bounds.check_request(request_type())
+
+
+def test_types_without_bounded_values_are_not_walked_but_failures_are():
+    from temporalio.api.common.v1 import WorkflowExecution, WorkflowType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+
+    for skipped in (WorkflowType, TaskQueue, WorkflowExecution, Payload):
+        assert not bounds._bounded(skipped.DESCRIPTOR)
+    for walked in (Failure, RetryPolicy, Priority, Header, Command, ScheduleSpec):
+        assert bounds._bounded(walked.DESCRIPTOR)
+
+
+def test_the_decoder_refuses_what_grpcio_would_answer_unknown():
+    from engine.api import edge
+
+    decode = edge.decoder(StartWorkflowExecutionRequest.FromString)
+    bad_utf8 = (
+        StartWorkflowExecutionRequest(workflow_id="QQQQ").SerializeToString().replace(b"QQQQ", b"\xff\xfeQQ")
+    )
+    refused = decode(bad_utf8)
+    assert isinstance(refused, edge.Refused)
+    assert "could not be decoded as a StartWorkflowExecutionRequest" in refused.message
+    assert "must be valid UTF-8" in refused.message
+    capped = decode(
+        StartWorkflowExecutionRequest(workflow_run_timeout=Duration(seconds=10**12)).SerializeToString()
+    )
+    assert capped.workflow_run_timeout.seconds == CAP
+    refused = decode(StartWorkflowExecutionRequest(identity="i" * 1001).SerializeToString())
+    assert refused == edge.Refused("Identity length exceeds limit.")
