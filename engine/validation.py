@@ -68,15 +68,20 @@ def blob_size(message: Message | None, name: str) -> None:
         )
 
 
+_SIZED = frozenset({"temporal.api.common.v1.Payloads", "temporal.api.common.v1.Memo"})
+"""Held to the blob limit in commands: payloads, and memos (Temporal's limit.memoSize.error is also 2 MiB)."""
+
+
 def command_payloads(command: Message) -> None:
-    """Every payload a workflow command carries (input, result, details, marker details) is within the limit."""
+    """Every payload a workflow command carries (input, result, details, marker details, memo) is within the
+    limit."""
     which = command.WhichOneof("attributes")
     if not which:
         return
     for field, value in getattr(command, which).ListFields():
         if field.message_type is None:
             continue
-        if field.message_type.full_name == "temporal.api.common.v1.Payloads":
+        if field.message_type.full_name in _SIZED:
             blob_size(value, field.name)
         elif field.message_type.GetOptions().map_entry:
             for item in value.values():

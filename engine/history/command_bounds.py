@@ -69,6 +69,22 @@ def check(command: Command) -> None:
             f" WorkflowType={attrs.workflow_type.name[:100]}",
         )
         _retry_policy(cause, attrs)
+    elif kind == CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+        upsert = command.upsert_workflow_search_attributes_command_attributes
+        if not upsert.search_attributes.indexed_fields:
+            raise CommandFailure(
+                _Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SEARCH_ATTRIBUTES,
+                ("IndexedFields" if upsert.HasField("search_attributes") else "SearchAttributes")
+                + " is not set on UpsertWorkflowSearchAttributesCommand.",
+            )
+    elif kind == CommandType.COMMAND_TYPE_MODIFY_WORKFLOW_PROPERTIES:
+        modify = command.modify_workflow_properties_command_attributes
+        if not modify.upserted_memo.fields:
+            raise CommandFailure(
+                _Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_MODIFY_WORKFLOW_PROPERTIES_ATTRIBUTES,
+                ("UpsertedMemo.Fields" if modify.HasField("upserted_memo") else "UpsertedMemo")
+                + " is not set on ModifyWorkflowPropertiesCommand.",
+            )
     elif kind == CommandType.COMMAND_TYPE_RECORD_MARKER:
         name = command.record_marker_command_attributes.marker_name
         if len(name) > MAX_ID_LENGTH:

@@ -624,6 +624,24 @@ BAD_COMMANDS = [
         "Invalid BackoffStartInterval on ContinueAsNewWorkflowExecutionCommand: negative duration.",
     ),
     (
+        "upsert without search attributes",
+        Command(
+            command_type=CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
+            upsert_workflow_search_attributes_command_attributes={},
+        ),
+        Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SEARCH_ATTRIBUTES,
+        "SearchAttributes is not set on UpsertWorkflowSearchAttributesCommand.",
+    ),
+    (
+        "modify properties without a memo",
+        Command(
+            command_type=CommandType.COMMAND_TYPE_MODIFY_WORKFLOW_PROPERTIES,
+            modify_workflow_properties_command_attributes={"upserted_memo": {}},
+        ),
+        Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_MODIFY_WORKFLOW_PROPERTIES_ATTRIBUTES,
+        "UpsertedMemo.Fields is not set on ModifyWorkflowPropertiesCommand.",
+    ),
+    (
         "unknown command type",
         Command(command_type=999),
         Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
@@ -740,6 +758,26 @@ async def test_schedules_at_the_calendars_edges_are_served(client, spec):
         )
     )
     await ws.delete_schedule(DeleteScheduleRequest(namespace="default", schedule_id=schedule_id))
+
+
+async def test_an_oversized_memo_in_a_command_is_refused(client):
+    """ModifyWorkflowProperties' memo was not held to any limit. The real server fails the task and terminates
+    the run ('ModifyWorkflowPropertiesCommandAttributes exceeds size limit.'); Perdura refuses the completion
+    as it refuses every oversized payload of a command, and the run goes on."""
+    from temporalio.api.common.v1 import Memo
+
+    request = start_request()
+    await client.workflow_service.start_workflow_execution(request)
+    poll = await poll_workflow_task(client, request.task_queue)
+    modify = Command(
+        command_type=CommandType.COMMAND_TYPE_MODIFY_WORKFLOW_PROPERTIES,
+        modify_workflow_properties_command_attributes={
+            "upserted_memo": Memo(fields={"m": Payload(data=b"x" * (3 * 1024 * 1024))})
+        },
+    )
+    before = await history(client, request.workflow_id)
+    await expect(_respond(client, poll, modify), INVALID, "The upserted_memo is 3145746 bytes")
+    assert await history(client, request.workflow_id) == before
 
 
 # --- protocol messages ---------------------------------------------------------------------------------

@@ -282,6 +282,22 @@ BAD_COMMANDS = [
     ),
     (
         Command(
+            command_type=CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES,
+            upsert_workflow_search_attributes_command_attributes={"search_attributes": {}},
+        ),
+        Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SEARCH_ATTRIBUTES,
+        "IndexedFields is not set on UpsertWorkflowSearchAttributesCommand.",
+    ),
+    (
+        Command(
+            command_type=CommandType.COMMAND_TYPE_MODIFY_WORKFLOW_PROPERTIES,
+            modify_workflow_properties_command_attributes={},
+        ),
+        Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_MODIFY_WORKFLOW_PROPERTIES_ATTRIBUTES,
+        "UpsertedMemo is not set on ModifyWorkflowPropertiesCommand.",
+    ),
+    (
+        Command(
             command_type=CommandType.COMMAND_TYPE_RECORD_MARKER,
             record_marker_command_attributes=RecordMarkerCommandAttributes(marker_name="m" * 1001),
         ),
