@@ -44,8 +44,13 @@ def non_negative(value: Duration, name: str) -> None:
         raise InvalidArgument(f"An invalid {name}Seconds is set on request. cause: {problem}")
 
 
-def signal_name(value: str) -> None:
+def signal_name(value: str, *, with_start: bool = False) -> None:
+    """Temporal words it differently for SignalWithStart (its own validator)."""
     if len(value) > MAX_ID_LENGTH:
+        if with_start:
+            raise InvalidArgument(
+                f"signal name exceeds maximum allowed length ({len(value)}/{MAX_ID_LENGTH})"
+            )
         raise InvalidArgument("SignalName length exceeds limit.")
 
 
@@ -126,4 +131,6 @@ def start_request(request: Message) -> None:
         except cron.CronError as e:
             raise InvalidArgument(f"Invalid CronSchedule: {e}") from None
     if request.HasField("workflow_start_delay"):
+        if request.cron_schedule:
+            raise InvalidArgument("CronSchedule and WorkflowStartDelay may not be used together.")
         non_negative(request.workflow_start_delay, "WorkflowStartDelay")

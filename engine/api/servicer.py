@@ -216,7 +216,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
         await visibility_rpc.check_search_attributes(namespace, start.search_attributes)
         if not request.signal_name:
             raise InvalidArgument("SignalName is not set on request.")
-        validation.signal_name(request.signal_name)
+        validation.signal_name(request.signal_name, with_start=True)
         if request.HasField("signal_input"):
             validation.blob_size(request.signal_input, "signal input")
         signal_input = request.signal_input if request.HasField("signal_input") else None

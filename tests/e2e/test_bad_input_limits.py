@@ -57,6 +57,7 @@ from temporalio.api.workflowservice.v1 import (
     PollWorkflowTaskQueueRequest,
     RespondWorkflowTaskCompletedRequest,
     RespondWorkflowTaskFailedRequest,
+    SignalWithStartWorkflowExecutionRequest,
     SignalWorkflowExecutionRequest,
 )
 from temporalio.api.workflowservice.v1 import service_pb2 as workflow_service
@@ -190,6 +191,28 @@ REFUSALS = [
             start_request(workflow_id=new, identity="i" * (1 << 20))
         ),
         "Identity length exceeds limit.",
+    ),
+    Refusal(
+        "cron schedule with a start delay",
+        lambda ws, wid, new: ws.start_workflow_execution(
+            start_request(
+                workflow_id=new, cron_schedule="* * * * *", workflow_start_delay=Duration(seconds=5)
+            )
+        ),
+        "CronSchedule and WorkflowStartDelay may not be used together.",
+    ),
+    Refusal(
+        "1001-character signal name on a signal-with-start",
+        lambda ws, wid, new: ws.signal_with_start_workflow_execution(
+            SignalWithStartWorkflowExecutionRequest(
+                namespace="default",
+                workflow_id=new,
+                workflow_type=WorkflowType(name="W"),
+                task_queue=TaskQueue(name="q"),
+                signal_name="s" * 1001,
+            )
+        ),
+        "signal name exceeds maximum allowed length (1001/1000)",
     ),
     # Requests against a running run: its history must not change (checked below).
     Refusal(
