@@ -744,13 +744,20 @@ async def test_schedules_at_the_calendars_edges_are_served(client, spec):
     """Each was INTERNAL (a date overflow in CreateSchedule); the real server accepts them (it refuses an
     interval over 10,000 years, which the 100-year cap makes impossible here)."""
     from google.protobuf.timestamp_pb2 import Timestamp
-    from temporalio.api.schedule.v1 import Schedule, ScheduleAction, ScheduleSpec
+    from temporalio.api.schedule.v1 import (
+        BackfillRequest,
+        Schedule,
+        ScheduleAction,
+        SchedulePatch,
+        ScheduleSpec,
+    )
     from temporalio.api.workflow.v1 import NewWorkflowExecutionInfo
     from temporalio.api.workflowservice.v1 import (
         CreateScheduleRequest,
         DeleteScheduleRequest,
         DescribeScheduleRequest,
         ListScheduleMatchingTimesRequest,
+        PatchScheduleRequest,
     )
 
     schedule_id = f"edge-{uuid.uuid4()}"
@@ -780,6 +787,22 @@ async def test_schedules_at_the_calendars_edges_are_served(client, spec):
             end_time=Timestamp(seconds=253402300799),
         )
     )
+    # A backfill over the whole calendar is taken too (it overflowed on its first instant).
+    await ws.patch_schedule(
+        PatchScheduleRequest(
+            namespace="default",
+            schedule_id=schedule_id,
+            patch=SchedulePatch(
+                backfill_request=[
+                    BackfillRequest(
+                        start_time=Timestamp(seconds=-62135596800), end_time=Timestamp(seconds=253402300799)
+                    )
+                ]
+            ),
+            request_id=str(uuid.uuid4()),
+        )
+    )
+    await ws.describe_schedule(DescribeScheduleRequest(namespace="default", schedule_id=schedule_id))
     await ws.delete_schedule(DeleteScheduleRequest(namespace="default", schedule_id=schedule_id))
 
 
