@@ -14,7 +14,9 @@ INVALID_ARGUMENT with a message naming the field, or caps the value as Temporal 
 - a NaN or infinite float is refused (outside workflow commands, whose rules fail the task instead);
 - messages nested deeper than MAX_DEPTH are refused, so that every stored message still parses (protobuf's
   parsers stop at 100 levels, and history wraps a request's failure in three more);
-- an `identity` longer than MAX_ID_LENGTH, and a Header larger than the blob limit, are refused.
+- an `identity` longer than MAX_ID_LENGTH, and a Header larger than the blob limit, are refused;
+- a NUL character in any string outside a failure is refused: Postgres text cannot hold it, so an id or a
+  name with one answered INTERNAL in production (and was accepted in `perdura dev`).
 
 Pure: no I/O; the walk mutates only the capped Duration fields of the request it is given.
 """
@@ -99,7 +101,17 @@ def failure_depth_message(path: str) -> str:
 
 
 # How each field is walked, worked out once per field (descriptors are shared by every message of a type).
-_SKIP, _NESTED, _MAP, _FLOAT, _IDENTITY = range(5)
+_SKIP, _NESTED, _MAP, _FLOAT, _IDENTITY, _TEXT = range(6)
+_FAILURES = "temporal.api.failure.v1."
+"""Failures' strings (messages, stack traces) are kept as bytes, never as text columns: NUL is theirs to use."""
+
+
+def _text(field: FieldDescriptor) -> bool:
+    return field.type == FieldDescriptor.TYPE_STRING and not field.containing_type.full_name.startswith(
+        _FAILURES
+    )
+
+
 _plans: dict[FieldDescriptor, int] = {}
 _bounded_cache: dict[str, bool] = {}
 _BOUNDED_TYPES = frozenset({_DURATION, _TIMESTAMP, _HEADER})
@@ -107,8 +119,8 @@ _BOUNDED_TYPES = frozenset({_DURATION, _TIMESTAMP, _HEADER})
 
 def _bounded(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> bool:
     """Whether a message of this type can hold anything bounded here: a Duration, Timestamp or Header, a
-    float, an identity, or (through recursion, like Failure's cause) unbounded depth. Types that cannot
-    (WorkflowType, TaskQueue, ...) are not walked at all, which keeps the walk to a few microseconds."""
+    float, a string, or (through recursion, like Failure's cause) unbounded depth. Types that cannot are not
+    walked at all."""
     name = descriptor.full_name
     if name in _BOUNDED_TYPES:
         return True
@@ -123,7 +135,7 @@ def _bounded(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> bool
     for field in descriptor.fields:
         if (
             field.type in _FLOATS
-            or (field.name == "identity" and field.type == FieldDescriptor.TYPE_STRING)
+            or _text(field)
             or field.type == FieldDescriptor.TYPE_MESSAGE
             and _bounded(field.message_type, seen | {name})
         ):
@@ -150,6 +162,8 @@ def _plan(field: FieldDescriptor) -> int:
             plan = _FLOAT
         elif field.name == "identity" and field.type == FieldDescriptor.TYPE_STRING:
             plan = _IDENTITY
+        elif _text(field):
+            plan = _TEXT
         _plans[field] = plan
     return plan
 
@@ -182,8 +196,15 @@ def _walk(message: Message, *, path: tuple, depth: int, in_commands: bool) -> No
                         raise InvalidArgument(
                             f"Invalid {_dotted((path, field.name))}: {number} is not a finite number."
                         )
-        elif len(value) > MAX_ID_LENGTH:  # _IDENTITY
-            raise InvalidArgument("Identity length exceeds limit.")
+        else:  # _TEXT or _IDENTITY
+            for text in value if field.is_repeated else (value,):
+                if "\x00" in text:
+                    raise InvalidArgument(
+                        f"Invalid {_dotted((path, field.name))}: a string may not contain the NUL character "
+                        "(\\x00); Postgres cannot store it."
+                    )
+            if plan == _IDENTITY and len(value) > MAX_ID_LENGTH:
+                raise InvalidArgument("Identity length exceeds limit.")
 
 
 def _message(item: Message, *, path: tuple, depth: int, in_commands: bool) -> None:

@@ -214,6 +214,25 @@ REFUSALS = [
         ),
         "signal name exceeds maximum allowed length (1001/1000)",
     ),
+    Refusal(
+        "NUL in a workflow id",  # INTERNAL on Postgres, accepted by `perdura dev`
+        lambda ws, wid, new: ws.start_workflow_execution(start_request(workflow_id=new + "\x00")),
+        "Invalid workflow_id: a string may not contain the NUL character (\\x00); Postgres cannot store it.",
+    ),
+    Refusal(
+        "NUL in a task queue name",
+        lambda ws, wid, new: ws.start_workflow_execution(
+            start_request(workflow_id=new, task_queue=TaskQueue(name="q\x00"))
+        ),
+        "Invalid task_queue.name: a string may not contain the NUL character",
+    ),
+    Refusal(
+        "NUL in a list query",
+        lambda ws, wid, new: ws.list_workflow_executions(
+            ListWorkflowExecutionsRequest(namespace="default", query="WorkflowId = 'a\x00'")
+        ),
+        "Invalid query: a string may not contain the NUL character",
+    ),
     # Requests against a running run: its history must not change (checked below).
     Refusal(
         "1 MiB signal name",
@@ -236,6 +255,17 @@ REFUSALS = [
             )
         ),
         "Identity length exceeds limit.",
+    ),
+    Refusal(
+        "NUL in a signal name",
+        on_run(
+            lambda ws, ex: ws.signal_workflow_execution(
+                SignalWorkflowExecutionRequest(
+                    namespace="default", workflow_execution=ex, signal_name="s\x00"
+                )
+            )
+        ),
+        "Invalid signal_name: a string may not contain the NUL character",
     ),
     Refusal(
         "3 MiB header on a signal",

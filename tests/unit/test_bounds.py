@@ -428,14 +428,48 @@ def test_every_request_type_with_default_values_passes():
         bounds.check_request(request_type())
 
 
-def test_types_without_bounded_values_are_not_walked_but_failures_are():
-    from temporalio.api.common.v1 import WorkflowExecution, WorkflowType
-    from temporalio.api.taskqueue.v1 import TaskQueue
+def test_user_data_is_not_walked_but_everything_else_is():
+    from temporalio.api.common.v1 import Memo, Payloads, SearchAttributes, WorkflowType
 
-    for skipped in (WorkflowType, TaskQueue, WorkflowExecution, Payload):
+    for skipped in (Payload, Payloads, Memo, SearchAttributes):
         assert not bounds._bounded(skipped.DESCRIPTOR)
-    for walked in (Failure, RetryPolicy, Priority, Header, Command, ScheduleSpec):
+    for walked in (WorkflowType, Failure, RetryPolicy, Priority, Header, Command, ScheduleSpec):
         assert bounds._bounded(walked.DESCRIPTOR)
+
+
+@pytest.mark.parametrize(
+    ("request_", "path"),
+    [
+        (StartWorkflowExecutionRequest(workflow_id="a\x00b"), "workflow_id"),
+        (StartWorkflowExecutionRequest(namespace="def\x00ault"), "namespace"),
+        (StartWorkflowExecutionRequest(task_queue={"name": "q\x00"}), "task_queue.name"),
+        (StartWorkflowExecutionRequest(identity="i\x00"), "identity"),
+        (
+            RespondWorkflowTaskCompletedRequest(
+                commands=[
+                    Command(start_timer_command_attributes=StartTimerCommandAttributes(timer_id="t\x00"))
+                ]
+            ),
+            "commands[0].start_timer_command_attributes.timer_id",
+        ),
+    ],
+)
+def test_a_nul_in_an_id_or_name_is_refused_naming_the_field(request_, path):
+    """Postgres text cannot hold NUL: such ids answered INTERNAL in production, and passed in `perdura dev`."""
+    with pytest.raises(InvalidArgument) as info:
+        bounds.check_request(request_)
+    assert info.value.message == (
+        f"Invalid {path}: a string may not contain the NUL character (\\x00); Postgres cannot store it."
+    )
+
+
+def test_a_nul_in_a_failure_message_is_kept():
+    """Failures travel as bytes; an exception's text may hold anything."""
+    bounds.check_request(
+        RespondActivityTaskFailedRequest(
+            failure=Failure(message="bad \x00 byte", stack_trace="\x00", cause=Failure(message="\x00"))
+        )
+    )
 
 
 def test_the_decoder_refuses_what_grpcio_would_answer_unknown():
