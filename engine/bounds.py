@@ -101,7 +101,7 @@ def failure_depth_message(path: str) -> str:
 
 
 # How each field is walked, worked out once per field (descriptors are shared by every message of a type).
-_SKIP, _NESTED, _MAP, _FLOAT, _IDENTITY, _TEXT = range(6)
+_SKIP, _NESTED, _MAP, _FLOAT, _IDENTITY, _TEXT, _TEXT_MAP = range(7)
 _FAILURES = "temporal.api.failure.v1."
 """Failures' strings (messages, stack traces) are kept as bytes, never as text columns: NUL is theirs to use."""
 
@@ -156,6 +156,8 @@ def _plan(field: FieldDescriptor) -> int:
                 value = field.message_type.fields_by_name["value"]
                 if value.type == FieldDescriptor.TYPE_MESSAGE and _bounded(value.message_type):
                     plan = _MAP
+                elif _text(field.message_type.fields_by_name["key"]) or _text(value):
+                    plan = _TEXT_MAP
             elif _bounded(field.message_type):
                 plan = _NESTED
         elif field.type in _FLOATS:
@@ -188,7 +190,12 @@ def _walk(message: Message, *, path: tuple, depth: int, in_commands: bool) -> No
                 _message(value, path=(path, field.name), depth=depth + 1, in_commands=nested_commands)
         elif plan == _MAP:
             for key, item in value.items():
+                _no_nul(key, (path, field.name))
                 _message(item, path=(path, field.name, key), depth=depth + 1, in_commands=in_commands)
+        elif plan == _TEXT_MAP:
+            for key, item in value.items():
+                _no_nul(key, (path, field.name))
+                _no_nul(item, (path, field.name, key))
         elif plan == _FLOAT:
             if not in_commands:
                 for number in value if field.is_repeated else (value,):
@@ -198,13 +205,16 @@ def _walk(message: Message, *, path: tuple, depth: int, in_commands: bool) -> No
                         )
         else:  # _TEXT or _IDENTITY
             for text in value if field.is_repeated else (value,):
-                if "\x00" in text:
-                    raise InvalidArgument(
-                        f"Invalid {_dotted((path, field.name))}: a string may not contain the NUL character "
-                        "(\\x00); Postgres cannot store it."
-                    )
+                _no_nul(text, (path, field.name))
             if plan == _IDENTITY and len(value) > MAX_ID_LENGTH:
                 raise InvalidArgument("Identity length exceeds limit.")
+
+
+def _no_nul(text: object, path: tuple) -> None:
+    if isinstance(text, str) and "\x00" in text:
+        raise InvalidArgument(
+            f"Invalid {_dotted(path)}: a string may not contain the NUL character (\\x00); Postgres cannot store it."
+        )
 
 
 def _message(item: Message, *, path: tuple, depth: int, in_commands: bool) -> None:

@@ -31,6 +31,7 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.api.schedule.v1 import ScheduleSpec
 from temporalio.api.workflowservice.v1 import (
     CreateScheduleRequest,
+    RegisterNamespaceRequest,
     RespondActivityTaskFailedRequest,
     RespondWorkflowTaskCompletedRequest,
     SignalWorkflowExecutionRequest,
@@ -452,6 +453,8 @@ def test_user_data_is_not_walked_but_everything_else_is():
             ),
             "commands[0].start_timer_command_attributes.timer_id",
         ),
+        (RegisterNamespaceRequest(data={"owner": "a\x00"}), "data['owner']"),
+        (RegisterNamespaceRequest(data={"own\x00er": "a"}), "data"),
     ],
 )
 def test_a_nul_in_an_id_or_name_is_refused_naming_the_field(request_, path):
