@@ -7,12 +7,11 @@ import uuid
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 
+from engine.bounds import BLOB_SIZE_LIMIT, MAX_ID_LENGTH, duration_problem
 from engine.errors import InvalidArgument
 from engine.history import cron, retry
 
-MAX_ID_LENGTH = 1000
-BLOB_SIZE_LIMIT = 2 * 1024 * 1024
-"""Temporal's default per-payload limit: larger inputs, results or details are refused."""
+__all__ = ["BLOB_SIZE_LIMIT", "MAX_ID_LENGTH"]
 
 
 def require_id(value: str, name: str) -> None:
@@ -39,8 +38,29 @@ def require_task_queue(name: str) -> None:
 
 
 def non_negative(value: Duration, name: str) -> None:
-    if value.seconds < 0 or value.nanos < 0:
-        raise InvalidArgument(f"An invalid {name}Seconds is set on request. cause: negative duration")
+    """A timeout or delay Temporal accepts: not negative, seconds and nanos of one sign (its messages)."""
+    problem = duration_problem(value)
+    if problem:
+        raise InvalidArgument(f"An invalid {name}Seconds is set on request. cause: {problem}")
+
+
+def signal_name(value: str, *, with_start: bool = False) -> None:
+    """Temporal words it differently for SignalWithStart (its own validator)."""
+    if len(value) > MAX_ID_LENGTH:
+        if with_start:
+            raise InvalidArgument(
+                f"signal name exceeds maximum allowed length ({len(value)}/{MAX_ID_LENGTH})"
+            )
+        raise InvalidArgument("SignalName length exceeds limit.")
+
+
+def namespace_id(value: str) -> None:
+    """Namespace ids are UUIDs; anything else names no namespace and is refused, not looked up."""
+    if value:
+        try:
+            uuid.UUID(value)
+        except ValueError:
+            raise InvalidArgument(f"Invalid namespace id {value[:64]!r}: it must be a UUID.") from None
 
 
 def blob_size(message: Message | None, name: str) -> None:
@@ -53,15 +73,20 @@ def blob_size(message: Message | None, name: str) -> None:
         )
 
 
+_SIZED = frozenset({"temporal.api.common.v1.Payloads", "temporal.api.common.v1.Memo"})
+"""Held to the blob limit in commands: payloads, and memos (Temporal's limit.memoSize.error is also 2 MiB)."""
+
+
 def command_payloads(command: Message) -> None:
-    """Every payload a workflow command carries (input, result, details, marker details) is within the limit."""
+    """Every payload a workflow command carries (input, result, details, marker details, memo) is within the
+    limit."""
     which = command.WhichOneof("attributes")
     if not which:
         return
     for field, value in getattr(command, which).ListFields():
         if field.message_type is None:
             continue
-        if field.message_type.full_name == "temporal.api.common.v1.Payloads":
+        if field.message_type.full_name in _SIZED:
             blob_size(value, field.name)
         elif field.message_type.GetOptions().map_entry:
             for item in value.values():
@@ -106,4 +131,6 @@ def start_request(request: Message) -> None:
         except cron.CronError as e:
             raise InvalidArgument(f"Invalid CronSchedule: {e}") from None
     if request.HasField("workflow_start_delay"):
+        if request.cron_schedule:
+            raise InvalidArgument("CronSchedule and WorkflowStartDelay may not be used together.")
         non_negative(request.workflow_start_delay, "WorkflowStartDelay")

@@ -15,6 +15,7 @@ from temporalio.api.operatorservice.v1 import request_response_pb2 as orr
 from temporalio.api.replication.v1 import ClusterReplicationConfig, NamespaceReplicationConfig
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
+from engine import validation
 from engine.api import auth, dbthreads
 from engine.api.convert import dur
 from engine.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
@@ -113,6 +114,7 @@ async def describe(request: rr.DescribeNamespaceRequest) -> rr.DescribeNamespace
     # naming it twice is refused as Temporal refuses it, so the answer is always about what was checked.
     if request.id and request.namespace:
         raise InvalidArgument("GetNamespace operation failed.  Both ID and Name specified in request.")
+    validation.namespace_id(request.id)
     if request.id:
         namespace = await dbthreads.run(lambda: Namespace.objects.filter(id=request.id).first())
         if namespace is None:
@@ -182,6 +184,7 @@ async def delete(request: orr.DeleteNamespaceRequest) -> orr.DeleteNamespaceResp
     if request.namespace:
         namespace = await _by_name(request.namespace)
     elif request.namespace_id:
+        validation.namespace_id(request.namespace_id)
         namespace = await dbthreads.run(lambda: Namespace.objects.filter(id=request.namespace_id).first())
         if namespace is None:
             raise NotFound(f"Namespace {request.namespace_id} is not found.")

@@ -11,6 +11,7 @@ from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
 from engine.api import dbthreads
 from engine.api.auth import AuthInterceptor
+from engine.api.edge import EdgeInterceptor
 from engine.api.operator import OperatorService
 from engine.api.ratelimits import NamespaceLimits, RateLimitInterceptor, ShedInterceptor
 from engine.api.servicer import WorkflowService
@@ -57,6 +58,8 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
     the mode of the PERDURA_AUTH setting, then its namespace's rate limit (engine/api/ratelimits.py,
     buckets where PERDURA_RATE_LIMITS says); a namespace's calls while its bucket is known to be empty
     are refused before either (ShedInterceptor). The health service stays open to load balancers.
+    Outermost of all, EdgeInterceptor decodes and bounds each request (engine/bounds.py), so that an
+    undecodable or out-of-bounds one is answered INVALID_ARGUMENT before any of these sees it.
     """
     from django.conf import settings
     from perdura import ratelimit
@@ -71,6 +74,7 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
     limits = NamespaceLimits(limiter)
     server = grpc.aio.server(
         interceptors=[
+            EdgeInterceptor(),
             ShedInterceptor(limits),
             AuthInterceptor(settings.PERDURA_AUTH, failures=limiter),
             RateLimitInterceptor(limits),

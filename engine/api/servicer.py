@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import uuid
 from datetime import timedelta
 
@@ -39,7 +37,7 @@ from temporalio.api.workflow.v1 import (
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
-from engine import notify, tokens, validation
+from engine import notify, page_tokens, tokens, validation
 from engine.api import dbthreads, namespaces, task_queues
 from engine.api import visibility as visibility_rpc
 from engine.api.convert import dur, ts
@@ -220,6 +218,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
         await visibility_rpc.check_search_attributes(namespace, start.search_attributes)
         if not request.signal_name:
             raise InvalidArgument("SignalName is not set on request.")
+        validation.signal_name(request.signal_name, with_start=True)
         if request.HasField("signal_input"):
             validation.blob_size(request.signal_input, "signal input")
         signal_input = request.signal_input if request.HasField("signal_input") else None
@@ -254,6 +253,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
         validation.run_id(request.workflow_execution.run_id)
         if not request.signal_name:
             raise InvalidArgument("SignalName is not set on request.")
+        validation.signal_name(request.signal_name)
         if request.HasField("input"):
             validation.blob_size(request.input, "signal input")
         await dbthreads.run(
@@ -341,11 +341,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
         run_id = request.execution.run_id
         first_event_id = 1
         if request.next_page_token:
-            try:
-                cursor = json.loads(base64.b64decode(request.next_page_token))
-                run_id, first_event_id = cursor["run"], int(cursor["next"])
-            except (ValueError, KeyError, TypeError):
-                raise InvalidArgument("Invalid NextPageToken.") from None
+            run_id, first_event_id = page_tokens.history_decode(request.next_page_token)
         snap = await dbthreads.run(
             reads.run_snapshot,
             namespace_id=namespace.id,
@@ -360,7 +356,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
             execution = await _wait_for_history(context, execution, first_event_id, close_only)
 
         def token(next_event_id: int) -> bytes:
-            return base64.b64encode(json.dumps({"run": execution.run_id, "next": next_event_id}).encode())
+            return page_tokens.history_encode(run_id=execution.run_id, next_event_id=next_event_id)
 
         if close_only:
             if execution.status == RUNNING:
@@ -392,10 +388,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
         )
         before = snap.execution.next_event_id
         if request.next_page_token:
-            try:
-                before = int(request.next_page_token.decode())
-            except ValueError:
-                raise InvalidArgument("Invalid NextPageToken.") from None
+            before = page_tokens.reverse_decode(request.next_page_token)
         events = await dbthreads.run(
             reads.history_reverse_page,
             snap.execution,

@@ -14,7 +14,7 @@ from temporalio.api.history.v1 import (
 )
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
-from engine.history import activity, children, lifecycle, timer, updates
+from engine.history import activity, children, command_bounds, lifecycle, timer, updates
 from engine.history.errors import CommandFailure
 from engine.history.events import new_event
 from engine.history.mutation import Mutation
@@ -65,6 +65,7 @@ def apply_all(
                 )
             updates.handle_message(m, message, completed_event_id=completed_event_id)
             continue
+        command_bounds.check(command)
         first_new = len(m.events)
         _apply(m, command, completed_event_id, request.identity, outcome)
         if command.HasField("user_metadata") and len(m.events) > first_new:
@@ -181,6 +182,12 @@ def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str
                     workflow_task_completed_event_id=completed_event_id, upserted_memo=attrs.upserted_memo
                 )
             )
+        )
+    elif kind not in CommandType.values():
+        # A number no CommandType names (proto3 enums are open): Temporal's words, not a ValueError from Name().
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
+            f"unknown command type: {kind}",
         )
     else:
         raise CommandFailure(

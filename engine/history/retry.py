@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio.api.common.v1 import RetryPolicy
 from temporalio.api.enums.v1 import RetryState, TimeoutType
 from temporalio.api.failure.v1 import Failure
+
+from engine.bounds import MAX_DURATION_SECONDS
 
 DEFAULT_INITIAL_INTERVAL = 1.0
 DEFAULT_BACKOFF_COEFFICIENT = 2.0
@@ -42,6 +45,9 @@ def normalized(policy: RetryPolicy | None) -> RetryPolicy:
         raise RetryPolicyError("RetryPolicy.maximum_interval cannot be negative")
     if result.maximum_attempts < 0:
         raise RetryPolicyError("RetryPolicy.maximum_attempts cannot be negative")
+    if not math.isfinite(result.backoff_coefficient):
+        # Temporal stores a NaN; here every delay computed from it would be NaN, which no timer can wait.
+        raise RetryPolicyError("RetryPolicy.backoff_coefficient must be a finite number")
     if result.backoff_coefficient != 0 and result.backoff_coefficient < 1:
         raise RetryPolicyError("RetryPolicy.backoff_coefficient cannot be less than 1")
     if initial == 0:
@@ -55,6 +61,11 @@ def normalized(policy: RetryPolicy | None) -> RetryPolicy:
         )
     elif maximum < initial:
         raise RetryPolicyError("RetryPolicy.maximum_interval cannot be less than its initial_interval")
+    # Intervals are capped at 100 years, as Temporal caps durations: an initial interval that long would
+    # otherwise default the maximum to 100 times it, past the end of the calendar.
+    for interval in (result.initial_interval, result.maximum_interval):
+        if interval.ToTimedelta().total_seconds() > MAX_DURATION_SECONDS:
+            interval.FromTimedelta(timedelta(seconds=MAX_DURATION_SECONDS))
     return result
 
 

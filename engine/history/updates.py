@@ -7,7 +7,11 @@ and completion are written to history; a rejection is not, as in Temporal.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
+from google.protobuf.message import Message as ProtoMessage
 from temporalio.api.enums.v1 import UpdateWorkflowExecutionLifecycleStage, WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import ApplicationFailureInfo, Failure
 from temporalio.api.history.v1 import (
@@ -17,6 +21,8 @@ from temporalio.api.history.v1 import (
 from temporalio.api.protocol.v1 import Message
 from temporalio.api.update.v1 import Acceptance, Outcome, Rejection, Request, Response
 
+from engine import bounds
+from engine.errors import InvalidArgument
 from engine.history import workflow_task
 from engine.history.errors import CommandFailure
 from engine.history.events import new_event
@@ -28,6 +34,7 @@ ACCEPTED = UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFEC
 COMPLETED = UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED
 MAX_REMEMBERED = 1000
 """Finished updates kept for deduplication and late polls."""
+_M = TypeVar("_M", bound=ProtoMessage)
 _BAD_MESSAGE = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_UPDATE_WORKFLOW_EXECUTION_MESSAGE
 
 
@@ -78,8 +85,7 @@ def handle_message(m: Mutation, message: Message, *, completed_event_id: int) ->
         raise CommandFailure(_BAD_MESSAGE, f"update {message.protocol_instance_id!r} is not in flight")
     body = message.body
     if body.Is(Acceptance.DESCRIPTOR):
-        acceptance = Acceptance()
-        body.Unpack(acceptance)
+        acceptance = _unpacked(body, Acceptance())
         if info.stage != ADMITTED:
             raise CommandFailure(_BAD_MESSAGE, f"update {info.update_id!r} was already accepted or rejected")
         event = m.add(
@@ -100,14 +106,12 @@ def handle_message(m: Mutation, message: Message, *, completed_event_id: int) ->
         info.stage = ACCEPTED
         info.accepted_event_id = event.event_id
     elif body.Is(Rejection.DESCRIPTOR):
-        rejection = Rejection()
-        body.Unpack(rejection)
+        rejection = _unpacked(body, Rejection())
         if info.stage != ADMITTED:
             raise CommandFailure(_BAD_MESSAGE, f"update {info.update_id!r} was already accepted")
         _finish(state, info, Outcome(failure=rejection.failure))
     elif body.Is(Response.DESCRIPTOR):
-        response = Response()
-        body.Unpack(response)
+        response = _unpacked(body, Response())
         if info.stage != ACCEPTED:
             raise CommandFailure(_BAD_MESSAGE, f"update {info.update_id!r} completed before it was accepted")
         m.add(
@@ -121,6 +125,21 @@ def handle_message(m: Mutation, message: Message, *, completed_event_id: int) ->
     else:
         raise CommandFailure(_BAD_MESSAGE, f"unknown protocol message body {body.type_url}")
     del completed_event_id
+
+
+def _unpacked(body: any_pb2.Any, into: _M) -> _M:
+    """A message body, decoded and bounded as a request is (engine/bounds.py): a body is bytes to the edge's
+    walk, so a failure nested too deep or an undecodable one is caught here, failing the task."""
+    try:
+        body.Unpack(into)
+        bounds.check_request(into)
+    except DecodeError:
+        raise CommandFailure(
+            _BAD_MESSAGE, f"the {into.DESCRIPTOR.name} message body could not be decoded"
+        ) from None
+    except InvalidArgument as e:
+        raise CommandFailure(_BAD_MESSAGE, e.message) from None
+    return into
 
 
 ACCEPTED_UPDATE_COMPLETED_WORKFLOW = Failure(

@@ -96,6 +96,9 @@ class ScheduleRecord:
 # --- encoding ---------------------------------------------------------------------------------------
 
 
+_CALENDAR_START = datetime.min.replace(tzinfo=UTC)
+
+
 def _ts(value: datetime) -> str:
     return value.astimezone(UTC).isoformat()
 
@@ -306,14 +309,12 @@ def apply_patch(record: ScheduleRecord, patch: SchedulePatch, now: datetime) -> 
         if len(record.backfills) >= MAX_BUFFER_SIZE:
             record.info.buffer_dropped += 1
             continue
-        # Inclusive start: a backfill from exactly a matching time takes that time too.
-        record.backfills.append(
-            Backfill(
-                _time(request.start_time) - timedelta(milliseconds=1),
-                _time(request.end_time),
-                request.overlap_policy,
-            )
-        )
+        # Inclusive start: a backfill from exactly a matching time takes that time too (but the calendar's
+        # first instant, 0001-01-01, has no millisecond before it).
+        start = _time(request.start_time)
+        if start - _CALENDAR_START >= timedelta(milliseconds=1):
+            start -= timedelta(milliseconds=1)
+        record.backfills.append(Backfill(start, _time(request.end_time), request.overlap_policy))
     if patch.pause:
         record.schedule.state.paused = True
         record.schedule.state.notes = patch.pause

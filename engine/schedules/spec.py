@@ -150,7 +150,10 @@ class CompiledSpec:
                 best = found
         ts = int((after - _EPOCH).total_seconds() // 1)
         for every, phase in self.intervals:
-            found = _EPOCH + timedelta(seconds=((ts - phase) // every + 1) * every + phase)
+            try:
+                found = _EPOCH + timedelta(seconds=((ts - phase) // every + 1) * every + phase)
+            except OverflowError:
+                continue  # past the calendar's end (a start time near 9999 and a 100-year interval): no time
             if best is None or found < best:
                 best = found
         return best
@@ -160,8 +163,9 @@ class CompiledSpec:
 
     def next_time(self, after: datetime, *, seed: str = "") -> NextTime | None:
         """The first action time strictly after `after`, or None when the schedule has no more."""
-        if self.start is not None:
-            after = max(after, self.start - timedelta(seconds=1))
+        if self.start is not None and self.start - after > timedelta(seconds=1):
+            # Compared first: a start time at the calendar's very beginning has no second before it.
+            after = self.start - timedelta(seconds=1)
         nominal: datetime | None = None
         for _ in range(100_000):
             nominal = self._raw_next(after)

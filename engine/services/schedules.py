@@ -8,7 +8,6 @@ it when `next_wakeup_at` passes (engine.shards.timers), under the shard's fence 
 
 from __future__ import annotations
 
-import base64
 import logging
 import uuid
 from datetime import UTC, datetime
@@ -32,7 +31,7 @@ from temporalio.api.workflowservice.v1 import (
     UpdateScheduleRequest,
 )
 
-from engine import ids, notify, validation
+from engine import ids, notify, page_tokens, validation
 from engine.errors import AlreadyExists, EngineError, InvalidArgument, NotFound
 from engine.history import retry
 from engine.models import CurrentRun, Execution
@@ -526,11 +525,7 @@ def schedule_list(
     page_size = page_size if 0 < page_size <= 1000 else 1000
     rows = ScheduleRow.objects.filter(namespace=namespace).order_by("schedule_id")
     if page_token:
-        try:
-            after = base64.urlsafe_b64decode(page_token).decode()
-        except (ValueError, UnicodeDecodeError):
-            raise InvalidArgument("invalid page token") from None
-        rows = rows.filter(schedule_id__gt=after)
+        rows = rows.filter(schedule_id__gt=page_tokens.schedules_decode(page_token))
     custom = visibility_registry.custom_types(namespace.id) if resolved is not None else {}
     page: list[tuple[ScheduleRow, rules.ScheduleRecord]] = []
     more = False
@@ -556,7 +551,7 @@ def schedule_list(
                 info=info,
             )
         )
-    token = base64.urlsafe_b64encode(page[-1][0].schedule_id.encode()) if more and page else b""
+    token = page_tokens.schedules_encode(page[-1][0].schedule_id) if more and page else b""
     return ListSchedulesResponse(schedules=entries, next_page_token=token)
 
 

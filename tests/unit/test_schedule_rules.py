@@ -195,3 +195,17 @@ def test_record_round_trip():
     assert again.schedule == record.schedule
     assert again.buffered == record.buffered
     assert again.last_completion_result == record.last_completion_result
+
+
+def test_a_backfill_from_the_calendars_first_instant_is_taken_not_an_overflow():
+    """A backfill from 0001-01-01 overflowed datetime in PatchSchedule (INTERNAL); the real server takes it."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    record = _record()
+    first = Timestamp(seconds=-62135596800)
+    rules.apply_patch(
+        record,
+        SchedulePatch(backfill_request=[BackfillRequest(start_time=first, end_time=rules.timestamp(T0))]),
+        T0,
+    )
+    assert [b.start.year for b in record.backfills] == [1]

@@ -208,3 +208,23 @@ def test_interval_times_are_aligned_and_strictly_after(every, phase_ratio, offse
     assert found is not None
     assert after < found.nominal <= after + timedelta(seconds=every)
     assert (int(found.nominal.timestamp()) - phase) % every == 0
+
+
+def test_specs_at_the_calendars_edges_have_no_time_rather_than_an_overflow():
+    """A 100-year interval (the cap of every duration) from a start near 9999, and a start on 0001-01-01,
+    overflowed datetime in CreateSchedule (INTERNAL); the real server accepts both."""
+    from google.protobuf.duration_pb2 import Duration
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    century = Duration(seconds=3_153_600_000)
+    late = ScheduleSpec(
+        interval=[IntervalSpec(interval=century)], start_time=Timestamp(seconds=253402300799 - 1000)
+    )
+    assert compile_spec(late).next_time(datetime(2026, 1, 1, tzinfo=UTC)) is None
+    early = ScheduleSpec(
+        interval=[IntervalSpec(interval=Duration(seconds=1))], start_time=Timestamp(seconds=-62135596800)
+    )
+    found = compile_spec(early).next_time(datetime(2026, 1, 1, tzinfo=UTC))
+    assert found is not None
+    assert found.nominal == datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC)
+    assert compile_spec(early).next_time(datetime(1, 1, 1, tzinfo=UTC)).nominal.year == 1

@@ -94,6 +94,12 @@ def test_group_by_only_in_counts() -> None:
         ("WorkflowId = 'a' LIMIT 5", "'LIMIT' clause"),
         ("ExecutionDuration > 'soon'", "neither a duration nor hh:mm:ss"),
         ("WorkflowId = 'x' ORDER BY CustomKeywordListField", "cannot sort by KeywordList"),
+        # Past int64 the database raised an overflow (INTERNAL): issue 10, validation at the edge.
+        ("HistoryLength > 99999999999999999999999", "HistoryLength is out of the range of a 64-bit integer"),
+        ("HistoryLength > -9223372036854775809", "out of the range of a 64-bit integer"),
+        ("ExecutionDuration > '9999999999999h'", "ExecutionDuration is out of the range of a 64-bit integer"),
+        ("HistoryLength BETWEEN 1 AND 9223372036854775808", "out of the range of a 64-bit integer"),
+        ("HistoryLength IN (1, 9223372036854775808)", "out of the range of a 64-bit integer"),
     ],
 )
 def test_rejected_filters(text: str, message: str) -> None:

@@ -97,7 +97,22 @@ def parse_duration(text: str) -> int:
     return sign * int(total)
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
 def _value(attr: ast.Attr, value: ast.Literal) -> ast.Literal:
+    """The literal as the column holds it; an integer no 64-bit column can hold is refused here, not
+    by the database (which raised an overflow: INTERNAL)."""
+    result = _typed_value(attr, value)
+    if isinstance(result, int) and not isinstance(result, bool) and result not in _INT64:
+        raise QueryError(
+            f"invalid query: invalid expression: the value of {attr.name} is out of the range of a "
+            "64-bit integer"
+        )
+    return result
+
+
+def _typed_value(attr: ast.Attr, value: ast.Literal) -> ast.Literal:
     t = attr.type
     if attr.name == "ExecutionStatus":
         if isinstance(value, str):
