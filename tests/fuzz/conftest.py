@@ -1,9 +1,12 @@
 """Fuzz suite fixtures and knobs.
 
-PERDURA_FUZZ_EXAMPLES: examples per gRPC method (default 6: the suite's ~90 s budget in `make test`);
+PERDURA_FUZZ_EXAMPLES: examples per gRPC method (default 10) and per REST operation and caller (default 5):
+what fits the suite's ~60 s budget in `make test`;
 PERDURA_FUZZ_PROFILE=long: random seeds and shrinking, for a long campaign (set EXAMPLES to hundreds);
 PERDURA_FUZZ_SERVER=production: fuzz the production processes (Postgres + Celery) instead of `perdura dev`;
-PERDURA_FUZZ_FINDINGS: a file for the findings as JSON Lines (default: the test's tmp dir).
+PERDURA_FUZZ_SECONDS: wall time after which the gRPC campaign starts no further method (default 60);
+PERDURA_FUZZ_FINDINGS / PERDURA_FUZZ_REST_FINDINGS: files for the findings and the answers per method, as
+JSON Lines (default: the test's tmp dir).
 The summary lines (`FUZZ grpc: ...`, `FUZZ rest: ...`) are printed at the end of the run.
 """
 

@@ -265,6 +265,7 @@ _ALWAYS_SET = {
     "identity",
     "schedule_id",
     "activity_id",
+    "signal_name",
 }
 """Fields set on every draw (their value may still be an edge): a request without them stops at the door."""
 
@@ -355,6 +356,10 @@ class Builder:
         if pool is None:
             if f.type == f.TYPE_STRING and f.name in ("request_id", "identity"):
                 return st.one_of(st.uuids().map(str), base)
+            if f.type == f.TYPE_STRING and f.name in ("signal_name", "query_type", "update_name"):
+                return st.one_of(st.just("fuzz-signal"), base)
+            if f.type == f.TYPE_INT64 and f.name.endswith("event_id"):
+                return st.one_of(st.integers(1, 12), base)  # events a young run has
             return base
         pooled = _pooled(self.pools, pool)
         if f.type == f.TYPE_BYTES:
@@ -365,6 +370,8 @@ class Builder:
             return st.one_of(pooled, st.uuids().map(str), base)
         if pool == "namespaces":  # a wrong namespace stops every request at the door: mostly a real one
             return st.one_of(pooled, pooled, pooled, base)
+        if pool == "workflow_ids":  # an existing run for most calls, a new id for the starts
+            return st.one_of(pooled, st.uuids().map(lambda u: f"fuzz-{u}"), base)
         return st.one_of(pooled, base)
 
 

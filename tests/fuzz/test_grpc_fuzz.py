@@ -53,7 +53,7 @@ async def test_grpc_fuzz(fuzz_server, tmp_path: Path):
         )
         campaign = Campaign(target, namespaces=["default", FUZZ_NAMESPACE])
         figures = await asyncio.to_thread(
-            campaign.run, examples=examples(6), command_examples=examples(6) * 8, budget=BUDGET_SECONDS
+            campaign.run, examples=examples(10), command_examples=examples(10) * 8, budget=BUDGET_SECONDS
         )
         await canary.signal(CanaryWorkflow.finish)
         fired = await asyncio.wait_for(canary.result(), timeout=60)
