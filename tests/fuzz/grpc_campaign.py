@@ -119,6 +119,7 @@ def last_frame(traceback_text: str) -> str:
     # hypothesis shrinks each as a bug of its own).
     tail = re.sub(r"with type '[^']+'", "with type '...'", tail)
     tail = re.sub(r"-?\d+", "N", tail)
+    tail = re.sub(r"“[^”]*”", "“...”", tail)  # Django quotes the offending value so
     if not frames:
         return tail[:200]
 
