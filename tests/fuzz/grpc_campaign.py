@@ -9,6 +9,7 @@ command lists answered against real workflow tasks.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -243,9 +244,14 @@ class Target:
         fine = (
             code is OK or code in CLIENT_ERRORS or (long_poll and code is grpc.StatusCode.DEADLINE_EXCEEDED)
         )
-        if fine and not frames:
+        mangled = code is grpc.StatusCode.RESOURCE_EXHAUSTED and "metadata size exceeds" in detail
+        if fine and not frames and not mangled:
             return code, answer, ""
         frame = frames[-1] if frames else "(no traceback in the server log)"
+        if mangled:
+            # The server's own answer carried a message over gRPC's 16 KiB metadata limit (an echoed input):
+            # the client never saw it, only the transport's RESOURCE_EXHAUSTED.
+            fine, frame = False, "(the answer's message exceeds gRPC's 16 KiB metadata limit)"
         status = code.name if not fine else f"{code.name} with a traceback in the log"
         key = (method.name, code.name, frame)
         known = self.findings.get(key)
@@ -489,7 +495,9 @@ class Campaign:
             _, _, key = self.target.call(respond, request)
             return key
 
-        run_property(command_lists(self.builder), check, examples)
+        # Commands name the run's own namespace (or none): another one is refused before anything else.
+        pools = dataclasses.replace(self.pools, namespaces=[namespace, ""])
+        run_property(command_lists(Builder(pools, timeouts_always=True)), check, examples)
 
     def run(self, *, examples: int, command_examples: int, budget: float) -> dict:
         """Fuzz every method (and command lists) within `budget` seconds of wall time; the figures."""
