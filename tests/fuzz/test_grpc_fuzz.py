@@ -30,8 +30,10 @@ FUZZ_NAMESPACE = "fuzz"
 CANARY_NAMESPACE = "canary"
 BUDGET_SECONDS = float(os.environ.get("PERDURA_FUZZ_SECONDS", "60"))
 """Wall time after which no further method is started (the whole test stays near it)."""
-LATE_LIMIT = 1.0
-"""Seconds a canary timer may fire late: the timer loop's own slack on a busy 2-core machine is well under."""
+LATE_LIMIT = {"dev": 1.0, "production": 3.0}[os.environ.get("PERDURA_FUZZ_SERVER", "dev")]
+"""Seconds a canary timer may fire late. `perdura dev`'s timer loop fires an idle 1 s timer 4 ms late (p50;
+30 ms max), 0.17 s at most in the longest fuzz runs. The production processes fire one ~1 s late even idle
+(p50 0.97 s, max 1.8 s over 25 timers: the Celery ETA path), so their bound leaves room for that."""
 
 pytestmark = pytest.mark.timeout(1800)
 
