@@ -186,6 +186,10 @@ class Target:
     """(method, status) -> count: how deep the fuzz got (OK and NOT_FOUND answers mean past validation)."""
     findings: dict[tuple[str, str, str], Finding] = field(default_factory=dict)
     background: Counter = field(default_factory=Counter)
+    """Tracebacks logged between calls (shard work: transfers, timers), by frame."""
+    suspects: dict[str, str] = field(default_factory=dict)
+    """Per background frame, the call sent just before it first showed: the likely cause."""
+    _last: tuple[str, Message] | None = None
     stalled: str = ""
     _deadlines_in_row: int = 0
     _stubs: dict[str, Callable] = field(default_factory=dict)
@@ -229,9 +233,13 @@ class Target:
         """Send, judge, record. Returns the status, the answer (when OK) and the finding key ('' if fine)."""
         for frame in tracebacks(self.new_log()):  # what came before this call is not its fault
             self.background[frame] += 1
+            if frame not in self.suspects and self._last:
+                name, last = self._last
+                self.suspects[frame] = f"{name} {describe(last, limit=600)}"
         long_poll = method.name in LONG_POLLS
         code, detail, answer = self.raw(method, request, LONG_POLL_DEADLINE if long_poll else CALL_DEADLINE)
         self.calls[method.name] += 1
+        self._last = (method.name, request)
         self.statuses[code.name] += 1
         self.answers[method.name, code.name] += 1
         frames = tracebacks(self.new_log())
@@ -272,7 +280,9 @@ class Target:
             for f in sorted(self.findings.values(), key=lambda f: (f.method, f.status)):
                 out.write(json.dumps(f.__dict__) + "\n")
             for frame, n in self.background.items():
-                out.write(json.dumps({"background": frame, "count": n}) + "\n")
+                out.write(
+                    json.dumps({"background": frame, "count": n, "after": self.suspects.get(frame)}) + "\n"
+                )
             answers: dict[str, dict[str, int]] = {}
             for (method, code), n in sorted(self.answers.items()):
                 answers.setdefault(method, {})[code] = n

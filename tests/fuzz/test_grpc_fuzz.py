@@ -84,7 +84,10 @@ async def test_grpc_fuzz(fuzz_server, tmp_path: Path):
         f"  {f.method}: {f.status} x{f.count} at {f.frame} | {f.detail[:120]} | {f.request[:300]}"
         for f in target.findings.values()
     )
-    background = "\n".join(f"  x{n} {frame}" for frame, n in target.background.items())
+    background = "\n".join(
+        f"  x{n} {frame} | first after: {target.suspects.get(frame, '')[:400]}"
+        for frame, n in target.background.items()
+    )
     print(summary.LINES[-1], listing, background, sep="\n")
 
     assert not figures["stalled"], figures["stalled"]
