@@ -126,7 +126,9 @@ def last_frame(traceback_text: str) -> str:
 
     def short(frame: tuple[str, str, str]) -> str:
         path, line, func = frame
-        return f"{re.sub(r'^.*/(site-packages|wt-[^/]+|main)/', '', path)}:{line} in {func}"
+        path = re.sub(r"^.*/site-packages/", "", path)
+        path = re.sub(r"^/.*?/(?=(engine|tenants|visibility|platform|tests)/)", "", path)  # the checkout
+        return f"{path}:{line} in {func}"
 
     ours = [f for f in frames if _OURS.search(f[0]) and "site-packages" not in f[0]]
     where = short(frames[-1])
