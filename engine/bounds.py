@@ -14,7 +14,8 @@ INVALID_ARGUMENT with a message naming the field, or caps the value as Temporal 
 - a NaN or infinite float is refused (outside workflow commands, whose rules fail the task instead);
 - messages nested deeper than MAX_DEPTH are refused, so that every stored message still parses (protobuf's
   parsers stop at 100 levels, and history wraps a request's failure in three more);
-- an `identity` longer than MAX_ID_LENGTH, and a Header larger than the blob limit, are refused;
+- a `namespace` or an `identity` longer than MAX_ID_LENGTH, and a Header larger than the blob limit, are
+  refused;
 - a NUL character in any string outside a failure is refused: Postgres text cannot hold it, so an id or a
   name with one answered INTERNAL in production (and was accepted in `perdura dev`).
 
@@ -65,6 +66,11 @@ def check_request(message: Message) -> None:
     Raises:
         InvalidArgument: the message names the field (as a dotted path) and the limit.
     """
+    # Temporal's frontend refuses it before anything else, and every "namespace X is not found" would
+    # otherwise echo an unbounded name into the status, past gRPC's 16 KiB metadata limit.
+    namespace = getattr(message, "namespace", None)
+    if isinstance(namespace, str) and len(namespace) > MAX_ID_LENGTH:
+        raise InvalidArgument("Namespace length exceeds limit.")
     _walk(message, path=(), depth=1, in_commands=False)
 
 

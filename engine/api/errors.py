@@ -18,27 +18,42 @@ log = logging.getLogger("perdura.api")
 T = TypeVar("T")
 
 
-def _status(error: EngineError) -> tuple[grpc.StatusCode, tuple[tuple[str, bytes], ...]]:
+MAX_MESSAGE_BYTES = 2048
+"""A status message travels twice in the trailers (grpc-message, percent-encoded, and inside
+grpc-status-details-bin, base64), and clients drop trailers past 16 KiB with an unrelated error. Messages
+that quote what a client sent are cut to this many UTF-8 bytes, which keeps both well inside the limit."""
+
+
+def bounded(message: str) -> str:
+    """`message`, cut to MAX_MESSAGE_BYTES of UTF-8 (on a character boundary) and marked when cut."""
+    data = message.encode()
+    if len(data) <= MAX_MESSAGE_BYTES:
+        return message
+    return data[:MAX_MESSAGE_BYTES].decode(errors="ignore") + "… (truncated)"
+
+
+def _status(error: EngineError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, bytes], ...]]:
     code = getattr(grpc.StatusCode, error.code)
-    status = status_pb2.Status(code=code.value[0], message=error.message)
+    message = bounded(error.message)
+    status = status_pb2.Status(code=code.value[0], message=message)
     if error.details is not None:
         detail = any_pb2.Any()
         detail.Pack(error.details)
         status.details.append(detail)
-    return code, (("grpc-status-details-bin", status.SerializeToString()),)
+    return code, message, (("grpc-status-details-bin", status.SerializeToString()),)
 
 
 async def abort(context: grpc.aio.ServicerContext, error: EngineError) -> None:
-    code, trailers = _status(error)
-    await context.abort(code, error.message, trailing_metadata=trailers)
+    code, message, trailers = _status(error)
+    await context.abort(code, message, trailing_metadata=trailers)
 
 
 def refuse(context: grpc.aio.ServicerContext, error: EngineError) -> None:
     """Answer `error` when the handler returns, without raising: for refusals on the hot path of a flood,
     where unwinding an AbortError through every wrapper costs more than the refusal itself."""
-    code, trailers = _status(error)
+    code, message, trailers = _status(error)
     context.set_code(code)
-    context.set_details(error.message)
+    context.set_details(message)
     context.set_trailing_metadata(trailers)
 
 

@@ -9,7 +9,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from temporalio.api.operatorservice.v1 import service_pb2_grpc as oss
 from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
-from engine.api import dbthreads
+from engine.api import dbthreads, errors
 from engine.api.auth import AuthInterceptor
 from engine.api.edge import EdgeInterceptor
 from engine.api.operator import OperatorService
@@ -33,7 +33,9 @@ class Health(health_pb2_grpc.HealthServicer):
 
     async def Check(self, request, context):  # noqa: N802
         if request.service not in self.SERVICES:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, errors.bounded(f"unknown service {request.service!r}")
+            )
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
 

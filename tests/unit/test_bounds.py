@@ -492,3 +492,24 @@ def test_the_decoder_refuses_what_grpcio_would_answer_unknown():
     assert capped.workflow_run_timeout.seconds == CAP
     refused = decode(StartWorkflowExecutionRequest(identity="i" * 1001).SerializeToString())
     assert refused == edge.Refused("Identity length exceeds limit.")
+
+
+def test_a_namespace_name_over_the_id_limit_is_refused_before_anything_echoes_it():
+    """Temporal's frontend answers "Namespace length exceeds limit."; every not-found message quotes the name."""
+    request = StartWorkflowExecutionRequest(namespace="x" * (bounds.MAX_ID_LENGTH + 1), workflow_id="w")
+    with pytest.raises(InvalidArgument, match=r"^Namespace length exceeds limit\.$"):
+        bounds.check_request(request)
+    bounds.check_request(StartWorkflowExecutionRequest(namespace="x" * bounds.MAX_ID_LENGTH, workflow_id="w"))
+
+
+@pytest.mark.parametrize("char", ["x", "é", "😀"])
+def test_status_messages_are_cut_to_fit_the_trailers(char):
+    """A message quoting client input is cut on a character boundary to MAX_MESSAGE_BYTES of UTF-8."""
+    from engine.api.errors import MAX_MESSAGE_BYTES, bounded
+
+    short = "Namespace " + char * 100 + " is not found."
+    assert bounded(short) == short
+    cut = bounded("Namespace " + char * 100_000 + " is not found.")
+    assert cut.endswith("… (truncated)")
+    assert len(cut.removesuffix("… (truncated)").encode()) <= MAX_MESSAGE_BYTES
+    assert cut.startswith("Namespace " + char * 10)
