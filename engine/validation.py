@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
+from temporalio.api.command.v1 import Command
+from temporalio.api.enums.v1 import CommandType
 
 from engine.bounds import BLOB_SIZE_LIMIT, MAX_ID_LENGTH, duration_problem
 from engine.errors import InvalidArgument
@@ -95,6 +98,36 @@ def command_payloads(command: Message) -> None:
                     and item.DESCRIPTOR.full_name == "temporal.api.common.v1.Payloads"
                 ):
                     blob_size(item, field.name)
+
+
+_CLOSING = frozenset(
+    {
+        CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
+        CommandType.COMMAND_TYPE_FAIL_WORKFLOW_EXECUTION,
+        CommandType.COMMAND_TYPE_CANCEL_WORKFLOW_EXECUTION,
+        CommandType.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION,
+    }
+)
+
+
+def _command_name(kind: int) -> str:
+    """A command type as Temporal's Go enums print it: COMMAND_TYPE_START_TIMER -> StartTimer."""
+    if kind not in CommandType.values():
+        return str(kind)
+    words = CommandType.Name(kind).removeprefix("COMMAND_TYPE_").split("_")
+    return "".join(word.capitalize() for word in words)
+
+
+def command_sequence(commands: Sequence[Command]) -> None:
+    """A command that closes the run must be the last: what would follow it could never run. Temporal
+    refuses the whole completion (the run stays open, the task times out and is retried), with these words."""
+    for command in commands[:-1]:
+        if command.command_type in _CLOSING:
+            names = ", ".join(_command_name(c.command_type) for c in commands)
+            raise InvalidArgument(
+                f"invalid command sequence: [{names}], command {_command_name(command.command_type)} "
+                "must be the last command."
+            )
 
 
 def retry_policy(message: Message, field: str = "retry_policy") -> None:

@@ -444,6 +444,7 @@ class WorkflowService(wss.WorkflowServiceServicer):
     async def RespondWorkflowTaskCompleted(self, request, context):  # noqa: N802
         namespace = await _namespace(request.namespace)
         token = _token(namespace, request.task_token)
+        validation.command_sequence(request.commands)
         for command in request.commands:
             validation.command_payloads(command)
         await visibility_rpc.check_commands(namespace, token, request)

@@ -178,6 +178,61 @@ async def test_replayed_tokens_are_rejected_never_applied_twice(client):
     assert types.count(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED) == 1
 
 
+async def test_a_command_after_the_closing_command_refuses_the_completion(client):
+    """[CompleteWorkflowExecution, StartTimer]: the real server refuses the whole completion with these words
+    and the run stays open with nothing written (Perdura used to complete the run and drop the timer)."""
+    from temporalio.api.command.v1 import (
+        Command,
+        CompleteWorkflowExecutionCommandAttributes,
+        StartTimerCommandAttributes,
+    )
+    from temporalio.api.enums.v1 import CommandType, EventType, WorkflowExecutionStatus
+    from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest
+
+    request = start_request()
+    await client.workflow_service.start_workflow_execution(request)
+    poll = await client.workflow_service.poll_workflow_task_queue(
+        PollWorkflowTaskQueueRequest(namespace="default", task_queue=request.task_queue, identity="test")
+    )
+    commands = [
+        Command(
+            command_type=CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
+            complete_workflow_execution_command_attributes=CompleteWorkflowExecutionCommandAttributes(),
+        ),
+        Command(
+            command_type=CommandType.COMMAND_TYPE_START_TIMER,
+            start_timer_command_attributes=StartTimerCommandAttributes(
+                timer_id="t1", start_to_fire_timeout=Duration(seconds=5)
+            ),
+        ),
+    ]
+    await expect(
+        client.workflow_service.respond_workflow_task_completed(
+            RespondWorkflowTaskCompletedRequest(
+                namespace="default", task_token=poll.task_token, commands=commands, identity="test"
+            )
+        ),
+        RPCStatusCode.INVALID_ARGUMENT,
+        "invalid command sequence: [CompleteWorkflowExecution, StartTimer], "
+        "command CompleteWorkflowExecution must be the last command.",
+    )
+    execution = WorkflowExecution(workflow_id=request.workflow_id)
+    described = await client.workflow_service.describe_workflow_execution(
+        DescribeWorkflowExecutionRequest(namespace="default", execution=execution)
+    )
+    assert (
+        described.workflow_execution_info.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+    )
+    history = await client.workflow_service.get_workflow_execution_history(
+        GetWorkflowExecutionHistoryRequest(namespace="default", execution=execution)
+    )
+    assert [e.event_type for e in history.history.events] == [
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+        EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+    ]
+
+
 async def test_signal_to_closed_or_unknown_run(client, worker, task_queue):
     handle = await client.start_workflow(w.HelloWorkflow.run, "x", id=new_id(), task_queue=task_queue)
     await handle.result()
