@@ -146,16 +146,18 @@ def record(
         time=clock.now(),
         organization_id=organization_id,
         namespace_id=namespace.id if namespace is not None else None,
-        namespace=namespace.name if namespace is not None else namespace_name,
+        # Cut to the columns: a refused call may name anything up to the edge's limits, and an entry that
+        # does not fit would be lost (Postgres refuses it) where the log must keep it.
+        namespace=(namespace.name if namespace is not None else namespace_name)[:255],
         actor_kind=context.actor.kind,
         actor_id=context.actor.id[:64],
         actor_label=context.actor.label[:255],
-        action=action,
+        action=action[:64],
         target=target[:512],
         source=context.source[:128],
         via=context.via,
         outcome=outcome,
-        code=code,
+        code=code[:32],
         details=details or {},
     )
 

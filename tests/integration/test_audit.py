@@ -165,3 +165,20 @@ def test_pages_and_time_ranges():
     assert api.get("/api/v1/audit/?since=1h").json()["results"]
     assert api.get("/api/v1/audit/?until=2000-01-01").json()["results"] == []
     assert api.get("/api/v1/audit/?since=soon").status_code == 400
+
+
+def test_an_entry_naming_more_than_its_columns_hold_is_kept_cut(org):
+    """A refused call may name a namespace and a target up to the edge's 1000-character limits; on Postgres an
+    entry that did not fit its columns was refused by the database and the call went unrecorded."""
+    entry = audit.record(
+        action="SignalWorkflowExecution",
+        target="workflow/" + "w" * 990,
+        organization_id=org.id,
+        namespace_name="n" * 1000,
+        outcome="denied",
+        code="PERMISSION_DENIED",
+    )
+    saved = AuditEvent.objects.get(pk=entry.pk)
+    assert saved.namespace == "n" * 255
+    assert saved.target == ("workflow/" + "w" * 990)[:512]
+    assert (saved.outcome, saved.code) == ("denied", "PERMISSION_DENIED")
