@@ -8,8 +8,11 @@ settings beyond the defaults, and are torn down afterwards.
 from __future__ import annotations
 
 import contextlib
+import os
+import pwd
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +24,11 @@ import redis
 from tests.support.servers import free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def _as_postgres_user() -> list[str]:
+    """initdb and postgres refuse to run as root: as root, run them as the `postgres` account."""
+    return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
 
 @dataclass
@@ -36,7 +44,11 @@ class PrivatePostgres:
         return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
 
     def _ctl(self, *args: str) -> None:
-        subprocess.run([str(PG_BIN / "pg_ctl"), "-D", str(self.data), *args], check=True, capture_output=True)
+        subprocess.run(
+            [*_as_postgres_user(), str(PG_BIN / "pg_ctl"), "-D", str(self.data), *args],
+            check=True,
+            capture_output=True,
+        )
 
     def start(self) -> None:
         # The socket goes to /tmp (a tmp_path can exceed the 107-byte limit of a socket path); the port
@@ -59,36 +71,33 @@ class PrivatePostgres:
 
 
 @contextlib.contextmanager
-def private_postgres(tmp: Path) -> Iterator[PrivatePostgres]:
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A fresh cluster in a directory of its own under /tmp (not under pytest's tmp_path, which only
+    root may enter when the tests run as root and the cluster runs as `postgres`)."""
     if not (PG_BIN / "initdb").exists():
         raise RuntimeError(f"no Postgres 15 binaries in {PG_BIN} for a private cluster")
-    data = tmp / "pgdata"
+    home = Path(tempfile.mkdtemp(prefix="perdura-chaos-pg-"))
+    if os.geteuid() == 0:
+        account = pwd.getpwnam("postgres")
+        os.chown(home, account.pw_uid, account.pw_gid)
+    data = home / "data"
     subprocess.run(
-        [
-            str(PG_BIN / "initdb"),
-            "-D",
-            str(data),
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ],
+        [*_as_postgres_user(), str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"]
+        + ["-E", "UTF8", "--no-sync"],
         check=True,
         capture_output=True,
     )
-    # A test cluster: durability across an OS crash is not what is tested (a crash of Postgres is),
-    # so skip the fsyncs that would make every commit wait on a shared disk.
+    # A test cluster: durability across an OS crash is not what is tested (a crash of Postgres is,
+    # which fsync does not change), so skip the fsyncs that would make every commit wait on a shared disk.
     with (data / "postgresql.conf").open("a") as conf:
-        conf.write("fsync = off\nsynchronous_commit = on\nfull_page_writes = off\n")
-    pg = PrivatePostgres(data=data, port=free_port(), log=tmp / "postgres.log")
+        conf.write("fsync = off\nfull_page_writes = off\n")
+    pg = PrivatePostgres(data=data, port=free_port(), log=home / "postgres.log")
     pg.start()
     try:
         yield pg
     finally:
         pg.stop()
-        shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @dataclass
