@@ -141,9 +141,12 @@ async def test_no_acknowledged_operation_is_lost(fault, cluster, tmp_path):
             audit = await chaos_load.audit(client, ledger, results)
         finally:
             stack.stop_sdk_worker()
+        # A fault of another part is a reason to retry (UNAVAILABLE), never an internal error.
+        incidents = prod.logs["api"].read_text().count("internal error in")
 
-    report(fault, f"{audit.summary(ledger)}; back after {recovered:.1f}s")
+    report(fault, f"{audit.summary(ledger)}; internal errors {incidents}; back after {recovered:.1f}s")
     assert audit.lost == []
     assert audit.duplicated == []
     assert audit.wrong_results == []
+    assert incidents == 0
     assert len(ledger.started) > RUNS // 2
