@@ -29,7 +29,7 @@ from tests.support.private_services import private_postgres
 WORKER = str(Path(__file__).resolve().parents[1] / "support" / "crash_worker.py")
 RUNS = scaled(30, 300)
 SIGNALS = 3
-LOAD_SECONDS = scaled(6, 30)
+LOAD_SECONDS = scaled(5, 30)
 DOWN_SECONDS = 1.5
 
 pytestmark = pytest.mark.timeout(scaled(90, 600))
@@ -104,45 +104,53 @@ FAULTS = {
 }
 
 
-@pytest.mark.parametrize("fault", list(FAULTS))
-async def test_no_acknowledged_operation_is_lost(fault, cluster, tmp_path):
+@pytest.fixture(scope="module")
+async def stack(cluster, tmp_path_factory: pytest.TempPathFactory):
+    """One production stack and SDK worker for the four faults (each test puts back what it broke)."""
+    tmp = tmp_path_factory.mktemp("stack")
     url = cluster.create_database(f"chaos_{uuid.uuid4().hex[:10]}")
-    queue = f"chaos-{uuid.uuid4()}"
+    with servers.production(tmp, url) as prod:
+        running = Stack(prod, cluster, tmp, f"chaos-{uuid.uuid4()}")
+        await running.spawn_sdk_worker()
+        try:
+            yield running
+        finally:
+            running.stop_sdk_worker()
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+async def test_no_acknowledged_operation_is_lost(fault, stack, tmp_path):
     tokens = tmp_path / "tokens.txt"
     ledger = chaos_load.Ledger()
-    with servers.production(tmp_path, url) as prod:
-        stack = Stack(prod, cluster, tmp_path, queue)
-        await stack.spawn_sdk_worker()
-        try:
-            client = await Client.connect(prod.address)
-            stop = asyncio.Event()
-            completer = asyncio.ensure_future(
-                chaos_load.complete_activities(client, tokens=tokens, ledger=ledger, stop=stop)
-            )
-            load = asyncio.ensure_future(
-                chaos_load.generate(
-                    client,
-                    queue=queue,
-                    tokens=tokens,
-                    ledger=ledger,
-                    runs=RUNS,
-                    signals=SIGNALS,
-                    seconds=LOAD_SECONDS,
-                )
-            )
-            await asyncio.sleep(LOAD_SECONDS / 3)
-            began = time.monotonic()
-            await FAULTS[fault](stack)
-            recovered = time.monotonic() - began
-            await load
-            results = await chaos_load.finish_all(client, ledger, timeout=scaled(45, 300))
-            stop.set()
-            await completer
-            audit = await chaos_load.audit(client, ledger, results)
-        finally:
-            stack.stop_sdk_worker()
-        # A fault of another part is a reason to retry (UNAVAILABLE), never an internal error.
-        incidents = prod.logs["api"].read_text().count("internal error in")
+    api_log = stack.prod.logs["api"]
+    incidents_before = api_log.read_text().count("internal error in")
+    client = await Client.connect(stack.prod.address)
+    stop = asyncio.Event()
+    completer = asyncio.ensure_future(
+        chaos_load.complete_activities(client, tokens=tokens, ledger=ledger, stop=stop)
+    )
+    load = asyncio.ensure_future(
+        chaos_load.generate(
+            client,
+            queue=stack.queue,
+            tokens=tokens,
+            ledger=ledger,
+            runs=RUNS,
+            signals=SIGNALS,
+            seconds=LOAD_SECONDS,
+        )
+    )
+    await asyncio.sleep(LOAD_SECONDS / 3)
+    began = time.monotonic()
+    await FAULTS[fault](stack)
+    recovered = time.monotonic() - began
+    await load
+    results = await chaos_load.finish_all(client, ledger, timeout=scaled(45, 300))
+    stop.set()
+    await completer
+    audit = await chaos_load.audit(client, ledger, results)
+    # A fault of another part is a reason to retry (UNAVAILABLE), never an internal error.
+    incidents = api_log.read_text().count("internal error in") - incidents_before
 
     report(fault, f"{audit.summary(ledger)}; internal errors {incidents}; back after {recovered:.1f}s")
     assert audit.lost == []
