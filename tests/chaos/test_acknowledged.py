@@ -31,6 +31,9 @@ RUNS = scaled(30, 300)
 SIGNALS = 3
 LOAD_SECONDS = scaled(5, 30)
 DOWN_SECONDS = 1.5
+# A killed shard worker's shards wait out its lease (no one else may take them before): 30 s by default,
+# shorter here so the folder stays within its budget. A timer may be that late, never more (plus slack).
+LEASE_SECONDS = 10
 
 pytestmark = pytest.mark.timeout(scaled(90, 600))
 
@@ -109,7 +112,7 @@ async def stack(cluster, tmp_path_factory: pytest.TempPathFactory):
     """One production stack and SDK worker for the four faults (each test puts back what it broke)."""
     tmp = tmp_path_factory.mktemp("stack")
     url = cluster.create_database(f"chaos_{uuid.uuid4().hex[:10]}")
-    with servers.production(tmp, url) as prod:
+    with servers.production(tmp, url, env={"PERDURA_SHARD_LEASE_SECONDS": str(LEASE_SECONDS)}) as prod:
         running = Stack(prod, cluster, tmp, f"chaos-{uuid.uuid4()}")
         await running.spawn_sdk_worker()
         try:
@@ -157,4 +160,5 @@ async def test_no_acknowledged_operation_is_lost(fault, stack, tmp_path):
     assert audit.duplicated == []
     assert audit.wrong_results == []
     assert incidents == 0
+    assert max(audit.timer_lateness) < LEASE_SECONDS + 5
     assert len(ledger.started) > RUNS // 2

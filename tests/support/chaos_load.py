@@ -146,6 +146,8 @@ class Audit:
     duplicated: list[str] = field(default_factory=list)
     """Operations that took effect more than once."""
     wrong_results: list[str] = field(default_factory=list)
+    timer_lateness: list[float] = field(default_factory=list)
+    """Seconds from due to fired of each run's user timer."""
 
     def summary(self, ledger: Ledger) -> str:
         failed = ", ".join(f"{k} {v}" for k, v in sorted(ledger.failed.items())) or "none"
@@ -153,7 +155,8 @@ class Audit:
             f"lost {len(self.lost)} of {self.acknowledged} acknowledged operations "
             f"({len(ledger.started)} starts, {sum(map(len, ledger.signals.values()))} signals, "
             f"{sum(map(len, ledger.completions.values()))} activity completions), duplicated "
-            f"{len(self.duplicated)}, wrong results {len(self.wrong_results)}; RPCs refused or failed: {failed}"
+            f"{len(self.duplicated)}, wrong results {len(self.wrong_results)}; timer lateness max "
+            f"{max(self.timer_lateness, default=0):.1f}s; RPCs refused or failed: {failed}"
         )
 
 
@@ -194,6 +197,18 @@ async def audit(client: Client, ledger: Ledger, results: dict[str, list[str]]) -
             report.lost.append(f"completion {acked[-1]} (history has {completed})")
         if len(completed) != 1:
             report.duplicated.append(f"{workflow_id}: {len(completed)} ActivityTaskCompleted")
+        started = {
+            e.timer_started_event_attributes.timer_id: e.event_time.ToNanoseconds()
+            + e.timer_started_event_attributes.start_to_fire_timeout.ToNanoseconds()
+            for e in history
+            if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+        }
+        report.timer_lateness += [
+            (e.event_time.ToNanoseconds() - started[e.timer_fired_event_attributes.timer_id]) / 1e9
+            for e in history
+            if e.event_type == EventType.EVENT_TYPE_TIMER_FIRED
+            and e.timer_fired_event_attributes.timer_id in started
+        ]
         description = await handle.describe()
         expected = [
             *completed[:1],

@@ -111,7 +111,8 @@ async def handoff(tokens: str) -> str:
 
 @workflow.defn
 class ChaosWorkflow:
-    """One activity completed by the test, then signals until `finish`: returns [result, *signals]."""
+    """One activity completed by the test, a short timer, then signals until `finish`: returns
+    [result, *signals]."""
 
     def __init__(self) -> None:
         self.signals: list[str] = []
@@ -133,5 +134,7 @@ class ChaosWorkflow:
             start_to_close_timeout=timedelta(seconds=6),
             retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=1),
         )
+        # A user timer, so each run also needs the shard workers (and their wake-ups) to finish.
+        await workflow.sleep(timedelta(milliseconds=300))
         await workflow.wait_condition(lambda: self.finished)
         return [result, *self.signals]

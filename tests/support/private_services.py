@@ -23,7 +23,14 @@ import redis
 
 from tests.support.servers import free_port
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+def _pg_bin() -> Path:
+    """The newest installed server binaries (Debian/Ubuntu keep them per major version)."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
+    return found[-1].parent if found else Path("/usr/lib/postgresql/15/bin")
+
+
+PG_BIN = _pg_bin()
 
 
 def _as_postgres_user() -> list[str]:
@@ -75,7 +82,7 @@ def private_postgres() -> Iterator[PrivatePostgres]:
     """A fresh cluster in a directory of its own under /tmp (not under pytest's tmp_path, which only
     root may enter when the tests run as root and the cluster runs as `postgres`)."""
     if not (PG_BIN / "initdb").exists():
-        raise RuntimeError(f"no Postgres 15 binaries in {PG_BIN} for a private cluster")
+        raise RuntimeError(f"no Postgres server binaries (initdb, pg_ctl) in {PG_BIN} for a private cluster")
     home = Path(tempfile.mkdtemp(prefix="perdura-chaos-pg-"))
     if os.geteuid() == 0:
         account = pwd.getpwnam("postgres")
