@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from django.db import InterfaceError, OperationalError
 from google.protobuf import any_pb2
 from google.rpc import status_pb2
 
@@ -58,7 +59,8 @@ def refuse(context: grpc.aio.ServicerContext, error: EngineError) -> None:
 
 
 def rpc(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """Turn engine errors into their status; anything unexpected into INTERNAL with an id, never a traceback."""
+    """Turn engine errors into their status, a lost database into UNAVAILABLE, anything unexpected into
+    INTERNAL with an id, never a traceback."""
 
     @functools.wraps(handler)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
@@ -68,6 +70,15 @@ def rpc(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
             await abort(context, e)
         except grpc.aio.AbortError:
             raise
+        except (OperationalError, InterfaceError) as e:
+            # The database went away or refused mid-call (a restart, a failover, a deadlock): a
+            # condition to retry, as Temporal answers a persistence outage, not a bug to file as an
+            # incident. Clients retry UNAVAILABLE with the same request id, which dedupes a call whose
+            # commit landed before the connection broke.
+            log.warning(
+                "database unavailable in %s: %s", handler.__name__, str(e).splitlines()[0] if str(e) else e
+            )
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the database is unavailable; retry shortly")
         except Exception:
             incident = uuid.uuid4().hex[:12]
             log.exception("internal error in %s (incident %s)", handler.__name__, incident)

@@ -10,20 +10,23 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
 from perdura import clock
 
 from engine.models import ShardLease
 
 LEASE_SECONDS = 30.0
+"""The default of PERDURA_SHARD_LEASE_SECONDS."""
 
 
 class LeaseLost(Exception):
     """Another worker took the shard: stop processing it."""
 
 
-def acquire(shard: int, owner: str, ttl: float = LEASE_SECONDS) -> int | None:
+def acquire(shard: int, owner: str, ttl: float | None = None) -> int | None:
     """Take the shard's lease (bumping range_id) unless another owner holds a live one; returns range_id."""
+    ttl = getattr(settings, "PERDURA_SHARD_LEASE_SECONDS", LEASE_SECONDS) if ttl is None else ttl
     now = clock.now()
     with transaction.atomic():
         ShardLease.objects.bulk_create([ShardLease(shard=shard)], ignore_conflicts=True)

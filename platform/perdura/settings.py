@@ -52,6 +52,12 @@ TEMPLATES = [
 ]
 
 
+def _shard_lease_seconds() -> float:
+    # How long a shard worker's lease lasts (no renewal: a pass that outlives it is fenced off by the next
+    # taker). Short values make a stalled worker's shard move on sooner; the chaos tests use a few seconds.
+    return env.number("PERDURA_SHARD_LEASE_SECONDS", 30.0)
+
+
 def _database() -> dict:
     url = env.database_url()
     config = dj_database_url.parse(url, conn_max_age=600)
@@ -65,7 +71,16 @@ def _database() -> dict:
         }
         config["CONN_MAX_AGE"] = None
     else:
-        config.setdefault("OPTIONS", {})
+        # A transaction left idle for longer than a shard lease belongs to a process that stopped
+        # mid-transaction (SIGSTOP, a VM or GC freeze, a partition that keeps the socket open). Its row
+        # locks (the FOR SHARE fence on the shard lease, a run's row) would hold the shard, and every
+        # worker that tries to take it over, for as long as it stays stopped: Postgres ends such a
+        # session, and its transaction with it, once it has been idle for a lease (tests/chaos).
+        options = config.setdefault("OPTIONS", {})
+        idle_ms = int(_shard_lease_seconds() * 1000)
+        options["options"] = (
+            f"{options.get('options', '')} -c idle_in_transaction_session_timeout={idle_ms}".strip()
+        )
     config["ATOMIC_REQUESTS"] = False
     config["TEST"] = (
         {"NAME": os.environ.get("PERDURA_TEST_DATABASE_NAME")} if url.startswith("postgres") else {}
@@ -76,6 +91,7 @@ def _database() -> dict:
 DATABASES = {"default": _database()}
 
 PERDURA_SHARDS = env.shard_count()
+PERDURA_SHARD_LEASE_SECONDS = _shard_lease_seconds()
 PERDURA_REDIS_URL = env.redis_url()
 
 # Celery (production shard workers); `perdura dev` runs the same shard code in-process instead.

@@ -12,9 +12,11 @@ from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
 from tests.support.crash_workflows import (  # noqa: E402
+    ChaosWorkflow,
     CrashChildWorkflow,
     CrashEverythingWorkflow,
     CrashWorkflow,
+    handoff,
     record,
     record_slow_first,
 )
@@ -25,8 +27,8 @@ async def main(address: str, task_queue: str) -> None:
     async with Worker(
         client,
         task_queue=task_queue,
-        workflows=[CrashWorkflow, CrashChildWorkflow, CrashEverythingWorkflow],
-        activities=[record, record_slow_first],
+        workflows=[CrashWorkflow, CrashChildWorkflow, CrashEverythingWorkflow, ChaosWorkflow],
+        activities=[record, record_slow_first, handoff],
     ):
         print("worker ready", flush=True)
         await asyncio.Event().wait()

@@ -97,3 +97,44 @@ class CrashEverythingWorkflow:
             retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100)),
         )
         return f"{last} (generation {generation})"
+
+
+@activity.defn
+async def handoff(tokens: str) -> str:
+    """Hands its task token to the test (one line in `tokens`) and completes asynchronously: the test
+    then completes it through the client, so it sees which completions were acknowledged."""
+    info = activity.info()
+    with Path(tokens).open("a") as f:
+        f.write(f"{info.workflow_id} {info.attempt} {info.task_token.hex()}\n")
+    activity.raise_complete_async()
+
+
+@workflow.defn
+class ChaosWorkflow:
+    """One activity completed by the test, a short timer, then signals until `finish`: returns
+    [result, *signals]."""
+
+    def __init__(self) -> None:
+        self.signals: list[str] = []
+        self.finished = False
+
+    @workflow.signal
+    def add(self, value: str) -> None:
+        self.signals.append(value)
+
+    @workflow.signal
+    def finish(self) -> None:
+        self.finished = True
+
+    @workflow.run
+    async def run(self, tokens: str) -> list[str]:
+        result = await workflow.execute_activity(
+            handoff,
+            tokens,
+            start_to_close_timeout=timedelta(seconds=6),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=1),
+        )
+        # A user timer, so each run also needs the shard workers (and their wake-ups) to finish.
+        await workflow.sleep(timedelta(milliseconds=300))
+        await workflow.wait_condition(lambda: self.finished)
+        return [result, *self.signals]

@@ -166,13 +166,17 @@ def postgres_database() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def production(tmp: Path, database_url: str) -> Iterator[Running]:
-    """The production processes: `perdura api` (gRPC), a Celery shard worker and beat, on Postgres + Redis."""
+def production(
+    tmp: Path, database_url: str, *, redis_url: str = REDIS_URL, env: dict[str, str] | None = None
+) -> Iterator[Running]:
+    """The production processes: `perdura api` (gRPC), a Celery shard worker and beat, on Postgres + Redis
+    (`redis_url`: another Redis, e.g. a private one a chaos test restarts; `env`: more environment)."""
     port = free_port()
+    extra = env or {}
     env = _base_env(tmp)
     env.update(
         PERDURA_DATABASE_URL=database_url,
-        PERDURA_REDIS_URL=REDIS_URL,
+        PERDURA_REDIS_URL=redis_url,
         PERDURA_MASTER_KEY=base64.b64encode(os.urandom(32)).decode(),
         PERDURA_CELERY_QUEUE=f"perdura-test-{uuid.uuid4().hex[:8]}",
         PERDURA_SWEEP_SECONDS="1",
@@ -180,6 +184,7 @@ def production(tmp: Path, database_url: str) -> Iterator[Running]:
         # carry a key are checked all the same (tests/e2e/test_auth.py).
         PERDURA_AUTH="loopback",
     )
+    env.update(extra)
     running = Running(address=f"127.0.0.1:{port}", env=env, database_url=database_url)
     subprocess.run([PERDURA, "migrate"], env=env, check=True, capture_output=True, cwd=ROOT)
     try:
