@@ -7,6 +7,8 @@ message only delays the timer until the beat sweep finds the row.
 
 from __future__ import annotations
 
+import logging
+import time
 from datetime import datetime
 
 from django.conf import settings
@@ -15,6 +17,7 @@ from django.db import transaction
 from engine import notify
 from engine.history.mutation import NewTimer, TimerKind
 
+log = logging.getLogger(__name__)
 SWEEP_SECONDS = 1.0
 
 
@@ -35,16 +38,7 @@ def timers_created(shard: int, now: datetime, timers: list[NewTimer], keys: dict
     if not precise:
         return
     earliest = min(precise)
-
-    def send() -> None:
-        from engine import tasks
-
-        try:
-            tasks.process_shard.apply_async(args=[shard], eta=earliest)
-        except Exception:  # noqa: BLE001 - a lost hint is caught by the sweep
-            pass
-
-    transaction.on_commit(send)
+    transaction.on_commit(lambda: _send(shard, earliest))
 
 
 def transfers_created(shard: int, keys: dict[str, int]) -> None:
@@ -53,12 +47,25 @@ def transfers_created(shard: int, keys: dict[str, int]) -> None:
         keys[notify.TIMERS_KEY] = 1
         return
 
-    def send() -> None:
-        from engine import tasks
+    transaction.on_commit(lambda: _send(shard, None))
 
-        try:
-            tasks.process_shard.delay(shard)
-        except Exception:  # noqa: BLE001 - a lost hint is caught by the sweep
-            pass
 
-    transaction.on_commit(send)
+BROKER_PAUSE_SECONDS = 5.0
+"""After a hint could not be sent, how long this process sends none (the sweep fires what is due)."""
+_paused_until = 0.0
+
+
+def _send(shard: int, eta: datetime | None) -> None:
+    """Send one hint, once: no publish retries, and none at all for a while after a failure. Hints run after
+    commit on the API's database threads, and Celery's default retries would hold each of them for most of
+    a second while the broker is down; a lost hint only waits for the sweep."""
+    global _paused_until
+    if time.monotonic() < _paused_until:
+        return
+    from engine import tasks
+
+    try:
+        tasks.process_shard.apply_async(args=[shard], eta=eta, retry=False)
+    except Exception as e:  # noqa: BLE001 - a lost hint is caught by the sweep
+        _paused_until = time.monotonic() + BROKER_PAUSE_SECONDS
+        log.warning("timer wake-ups paused for %.0fs: the broker refused one (%s)", BROKER_PAUSE_SECONDS, e)

@@ -1,0 +1,70 @@
+"""Production timers fire on their wake-up hint, not on beat's sweep, and a broker outage costs only the hint.
+
+`perdura api` sends a Celery message with an ETA for every user timer it commits. These tests run the
+production processes with a 30-second sweep, so a timer that fires on time can only have been fired by
+that message. Before the hints were bound to Perdura's Celery app they went to Celery's default broker
+(amqp://localhost), no worker heard them, and every timer waited for the sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from tests.e2e.workflows import TimerWorkflow
+from tests.support import servers
+
+pytestmark = pytest.mark.timeout(180)
+SWEEP_SECONDS = 30
+
+
+@pytest.fixture(scope="module")
+def slow_sweep_server(tmp_path_factory: pytest.TempPathFactory):
+    with (
+        servers.postgres_database() as url,
+        servers.production(
+            tmp_path_factory.mktemp("wakeups"), url, env={"PERDURA_SWEEP_SECONDS": str(SWEEP_SECONDS)}
+        ) as running,
+    ):
+        yield running
+
+
+async def _lateness(handle) -> float:  # type: ignore[no-untyped-def]
+    """Seconds between the timer's due time and its TimerFired event, from the history."""
+    started = fired = None
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            due = event.event_time.ToDatetime() + (
+                event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+            )
+            started = due
+        elif event.event_type == EventType.EVENT_TYPE_TIMER_FIRED:
+            fired = event.event_time.ToDatetime()
+    assert started is not None
+    assert fired is not None
+    return (fired - started).total_seconds()
+
+
+async def test_user_timers_fire_on_their_hint_well_before_the_sweep(slow_sweep_server):
+    client = await Client.connect(slow_sweep_server.address)
+    queue = f"wakeups-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, workflows=[TimerWorkflow]):
+        # Due times spread over 6 s: one sweep could fire at most one of them near its due time.
+        handles = []
+        for _ in range(5):
+            handles.append(
+                await client.start_workflow(
+                    TimerWorkflow.run, 1.0, id=f"wake-{uuid.uuid4()}", task_queue=queue
+                )
+            )
+            await asyncio.sleep(1.5)
+        for handle in handles:
+            assert await handle.result() == "woke"
+        late = sorted([await _lateness(h) for h in handles])
+    print(f"timer lateness with a {SWEEP_SECONDS}s sweep: {', '.join(f'{s:.3f}' for s in late)} s")
+    assert late[-1] < 1.0, late
