@@ -11,10 +11,12 @@ from perdura import clock
 
 from engine import notify
 from engine.api import dbthreads
-from engine.shards import timers
+from engine.shards import budget, timers
+from engine.shards.failure_log import FailureLog
 from engine.shards.wakeups import SWEEP_SECONDS
 
 log = logging.getLogger("perdura.shards")
+failure_log = FailureLog(log)
 
 
 def owner_name() -> str:
@@ -22,7 +24,17 @@ def owner_name() -> str:
 
 
 def _process_due(owner: str) -> int:
-    return sum(timers.process_shard(shard, owner) for shard in timers.due_shards())
+    """One pass over every shard with work due. A shard that fails (an outage: its rows are never the
+    cause, they fail on their own) is logged and skipped; the shards after it still get their pass."""
+    done = 0
+    for shard in timers.due_shards():
+        if budget.stop_requested.is_set():
+            break
+        try:
+            done += timers.process_shard(shard, owner)
+        except Exception as e:  # noqa: BLE001 - one shard never stops the others
+            failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; retrying shortly", e)
+    return done
 
 
 async def run_timer_loop(stop: asyncio.Event) -> None:
@@ -36,8 +48,8 @@ async def run_timer_loop(stop: asyncio.Event) -> None:
         try:
             await dbthreads.run(_process_due, owner)
             first = await dbthreads.run(timers.next_fire_at)
-        except Exception:
-            log.exception("timer processing failed; retrying shortly")
+        except Exception as e:  # noqa: BLE001 - nothing stops the loop but `stop`
+            failure_log.failed("timer-loop", "timer processing failed; retrying shortly", e)
             first = None
         delay = (
             SWEEP_SECONDS
