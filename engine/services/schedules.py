@@ -628,14 +628,11 @@ def process_due(shard: int, range_id: int, *, budget: Budget | None = None) -> i
     tried: set[int] = set()
     while not budget.spent():
         due = ScheduleRow.objects.filter(shard=shard, parked_at__isnull=True, next_wakeup_at__lte=clock.now())
-        rows = [
-            (pk, failures)
-            for pk, failures in due.order_by("next_wakeup_at", "id").values_list("pk", "failures")[:BATCH]
-            if pk not in tried
-        ]
+        taken = due.order_by("next_wakeup_at", "id").values_list("pk", flat=True)[:BATCH]
+        rows = [pk for pk in taken if pk not in tried]
         if not rows:
             break
-        for pk, failures in rows:
+        for pk in rows:
             if budget.spent():
                 break
             tried.add(pk)
@@ -649,8 +646,6 @@ def process_due(shard: int, range_id: int, *, budget: Budget | None = None) -> i
                     queue=parking.SCHEDULE, pk=pk, shard=shard, range_id=range_id, error=e, label="tick"
                 )
                 continue
-            if failures:
-                parking.row_succeeded(queue=parking.SCHEDULE, pk=pk)
     return handled
 
 

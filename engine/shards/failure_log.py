@@ -32,8 +32,18 @@ class FailureLog:
         self._lock = threading.Lock()
         self._seen: OrderedDict[str, _Seen] = OrderedDict()
 
-    def failed(self, key: str, message: str, error: BaseException, *, level: int = logging.ERROR) -> None:
-        """Log that `key` failed with `error` (`message` names what failed), unless it was logged lately."""
+    def failed(
+        self,
+        key: str,
+        message: str,
+        error: BaseException,
+        *,
+        level: int = logging.ERROR,
+        traceback: bool = True,
+    ) -> None:
+        """Log that `key` failed with `error` (`message` names what failed), unless it was logged lately:
+        the first time with the traceback (unless `traceback` is false), then one line per interval
+        counting the failures in between."""
         now = time.monotonic()
         with self._lock:
             seen = self._seen.get(key)
@@ -49,8 +59,10 @@ class FailureLog:
             else:
                 seen.suppressed += 1
                 return
-        if first:
+        if first and traceback:
             self._logger.log(level, "%s", message, exc_info=error)
+        elif first:
+            self._logger.log(level, "%s: %s: %s", message, type(error).__name__, str(error)[:500])
         else:
             self._logger.log(
                 level,

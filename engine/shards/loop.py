@@ -23,15 +23,24 @@ def owner_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _process_due(owner: str) -> int:
-    """One pass over every shard with work due. A shard that fails (an outage: its rows are never the
-    cause, they fail on their own) is logged and skipped; the shards after it still get their pass."""
+DEV_PASS_SECONDS = 1.0
+"""A pass over one shard in `perdura dev` holds its only database thread, which serves the API too."""
+
+
+def _process_one(shard: int, owner: str) -> int:
+    return timers.process_shard(shard, owner, budget=budget.Budget(DEV_PASS_SECONDS))
+
+
+async def _process_due(owner: str) -> int:
+    """One pass over every shard with work due, each in its own turn on the database thread (so API
+    calls interleave). A shard that fails (an outage: its rows fail on their own and are charged for
+    it) is logged and skipped; the shards after it still get their pass."""
     done = 0
-    for shard in timers.due_shards():
+    for shard in await dbthreads.run(timers.due_shards):
         if budget.stop_requested.is_set():
             break
         try:
-            done += timers.process_shard(shard, owner)
+            done += await dbthreads.run(_process_one, shard, owner)
         except Exception as e:  # noqa: BLE001 - one shard never stops the others
             failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; retrying shortly", e)
     return done
@@ -46,7 +55,7 @@ async def run_timer_loop(stop: asyncio.Event) -> None:
     while not stop.is_set():
         wake.clear()
         try:
-            await dbthreads.run(_process_due, owner)
+            await _process_due(owner)
             first = await dbthreads.run(timers.next_fire_at)
         except Exception as e:  # noqa: BLE001 - nothing stops the loop but `stop`
             failure_log.failed("timer-loop", "timer processing failed; retrying shortly", e)

@@ -129,30 +129,26 @@ def row_failed(
         raise
     except (OperationalError, InterfaceError) as e:
         raise Outage(str(e)) from e
-    key = f"{queue}:{pk}"
-    what = f"{queue} row {pk}{f' ({label})' if label else ''} of shard {shard}"
+    # Rate-limited per queue, kind and error, not per row: a hundred thousand rows failing alike log one
+    # traceback and then a count per minute (each row's own error is on the row).
+    label = label or queue
+    what = f"{queue} row {pk} ({label}) of shard {shard}"
     if outcome.parked:
-        failure_log.forget(key)
-        log.error(
-            "%s parked after %d failed attempts (`perdura shards redrive %s` retries it): %s",
-            what,
-            outcome.failures,
-            key,
-            fields["last_error"],
+        failure_log.failed(
+            f"parked:{queue}:{label}",
+            f"{what} parked after {outcome.failures} failed attempts "
+            f"(`perdura shards parked` lists it, `perdura shards redrive {queue}:{pk}` retries it)",
+            error,
+            traceback=False,
         )
     else:
         failure_log.failed(
-            key,
+            f"failed:{queue}:{label}:{type(error).__name__}",
             f"{what} failed (attempt {outcome.failures} of {policy().max_attempts}); "
             f"it waits until {outcome.retry_at:%H:%M:%S} while the rows behind it go on",
             error,
         )
     return outcome
-
-
-def row_succeeded(*, queue: str, pk: int) -> None:
-    """A row that had failed went through: its next failure is logged in full again."""
-    failure_log.forget(f"{queue}:{pk}")
 
 
 # --- the operator's view ------------------------------------------------------------------------------

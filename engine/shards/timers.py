@@ -105,8 +105,6 @@ def _fire_due(shard: int, range_id: int, budget: Budget) -> int:
                     label=kind_name(row.kind),
                 )
                 continue
-            if row.failures:
-                parking.row_succeeded(queue=parking.TIMER, pk=row.pk)
     return fired
 
 

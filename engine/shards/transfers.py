@@ -319,8 +319,6 @@ def process(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
                     label=kind_name(row.kind),
                 )
                 continue
-            if row.failures:
-                parking.row_succeeded(queue=parking.TRANSFER, pk=row.pk)
             handled += 1
     if budget.spent():
         return handled

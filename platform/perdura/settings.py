@@ -116,7 +116,7 @@ PERDURA_AUDIT_RETENTION_DAYS = env.audit_retention_days()
 # with backoff (1 s doubling to 5 min) and parked after this many attempts (engine/shards/parking.py).
 PERDURA_SHARD_MAX_ATTEMPTS = int(env.number("PERDURA_SHARD_MAX_ATTEMPTS", 10, integer=True))
 # Celery's cold shutdown (SIGTERM, see `perdura worker`) lets running tasks finish this long first.
-CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = 4.0
+CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = 2.0
 
 # The web app (`perdura web`, and the UI port of `perdura dev`): accounts, the REST API (tenants/rest/).
 AUTHENTICATION_BACKENDS = [

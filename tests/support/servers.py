@@ -166,10 +166,11 @@ def postgres_database() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def production(tmp: Path, database_url: str) -> Iterator[Running]:
-    """The production processes: `perdura api` (gRPC), a Celery shard worker and beat, on Postgres + Redis."""
+def production(tmp: Path, database_url: str, *, env: dict[str, str] | None = None) -> Iterator[Running]:
+    """The production processes: `perdura api` (gRPC), a Celery shard worker and beat, on Postgres + Redis
+    (`env`: more environment)."""
     port = free_port()
-    env = _base_env(tmp)
+    extra, env = env or {}, _base_env(tmp)
     env.update(
         PERDURA_DATABASE_URL=database_url,
         PERDURA_REDIS_URL=REDIS_URL,
@@ -180,6 +181,7 @@ def production(tmp: Path, database_url: str) -> Iterator[Running]:
         # carry a key are checked all the same (tests/e2e/test_auth.py).
         PERDURA_AUTH="loopback",
     )
+    env.update(extra)
     running = Running(address=f"127.0.0.1:{port}", env=env, database_url=database_url)
     subprocess.run([PERDURA, "migrate"], env=env, check=True, capture_output=True, cwd=ROOT)
     try:
