@@ -48,7 +48,7 @@ class HugeRetryInterval:
     async def run(self) -> str:
         return await workflow.execute_activity(
             outlast,
-            5.0,
+            120.0,  # never completes within the test: only the timeout can move the activity on
             start_to_close_timeout=timedelta(seconds=1),
             retry_policy=RetryPolicy(initial_interval=MAX_DURATION, maximum_interval=MAX_DURATION),
         )
