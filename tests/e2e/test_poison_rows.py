@@ -25,7 +25,8 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, PollWorkflowTaskQueueRequest
 from temporalio.client import (
     Client,
     Schedule,
@@ -308,16 +309,62 @@ async def test_poison_rows_of_one_namespace_stall_nothing_else(poisoned):
     assert len(rows) == expected - SHARDS
     assert {r["attempts"] for r in rows} == {MAX_ATTEMPTS}
 
-    # A second healthy round after the redrive, then every process stops within 10 s of SIGTERM.
+    # A healthy run after the redrive, while the redriven rows fail again.
     task_queue = f"tq-{uuid.uuid4()}"
     async with Worker(healthy, task_queue=task_queue, workflows=[pw.TickingParent, pw.EchoChild]):
         handle = await healthy.start_workflow(
             pw.TickingParent.run, 1, id=f"after-{uuid.uuid4()}", task_queue=task_queue
         )
         assert await asyncio.wait_for(handle.result(), timeout=30) == 1
-    await asyncio.to_thread(running.cli, "shards", "redrive", "--all")  # failing again while we stop
-    stops = {name: stop_within(running, name) for name in list(running.processes)}
+
+
+async def test_every_process_stops_within_10_s_of_sigterm_while_busy(poisoned):
+    """SIGTERM while the shard processors work through a backlog of 20,000 due timers and a batch of 100
+    failing transfers, and a worker's long poll is open: every process exits within 10 s. Before,
+    `perdura dev` finished its whole pass first, and a pass spinning on the failing batch kept both
+    `perdura dev` and a Celery worker's warm shutdown from ever ending."""
+    running, db = poisoned, Db(poisoned)
+    client = await Client.connect(running.address, namespace="default")
+    handle = await client.start_workflow("Nobody", id=f"busy-{uuid.uuid4()}", task_queue="nowhere")
+    ((pk, shard),) = db.run("SELECT id, shard FROM engine_execution WHERE workflow_id = %s", (handle.id,))
+    past = db.time(datetime.now(UTC) - timedelta(seconds=1))
+    rows = [(s % SHARDS, past, pk) for s in range(20_000)]
+    if db.sqlite is not None:
+        with contextlib.closing(sqlite3.connect(db.sqlite, timeout=30)) as conn:
+            conn.executemany(
+                "INSERT INTO engine_timer (shard, fire_at, execution_id, kind, event_id, attempt, detail) "
+                "VALUES (?, ?, ?, 1, 99, 0, 0)",
+                rows,
+            )
+            conn.commit()
+    else:
+        with psycopg.connect(db.url, autocommit=True) as conn, conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO engine_timer (shard, fire_at, execution_id, kind, event_id, attempt, detail) "
+                "VALUES (%s, %s, %s, 1, 99, 0, 0)",
+                rows,
+            )
+    for i in range(POISON_TRANSFERS):  # a full batch of failing transfers: the old code's endless pass
+        db.run(
+            "INSERT INTO engine_transfer (shard, execution_id, kind, event_id, details, created_at) "
+            "VALUES (%s, %s, 3, %s, %s, %s)",
+            (shard, pk, 1000 + i, b"cannot be unsealed", past),
+        )
+    poll = asyncio.ensure_future(
+        client.workflow_service.poll_workflow_task_queue(
+            PollWorkflowTaskQueueRequest(
+                namespace="default", task_queue=TaskQueue(name=f"idle-{uuid.uuid4()}")
+            )
+        )
+    )
+    await asyncio.sleep(2)
+    left = db.run("SELECT COUNT(*) FROM engine_timer WHERE execution_id = %s", (pk,))[0][0]
+    assert left > 0, "the backlog was gone before the stop signal"
+    stops = await asyncio.gather(
+        *(asyncio.to_thread(stop_within, running, name) for name in list(running.processes))
+    )
+    poll.cancel()
     print(
-        f"[{running.address}] stopped after SIGTERM in "
-        + ", ".join(f"{n} {s:.1f} s" for n, s in stops.items())
+        f"\n[{running.address}] SIGTERM with {left} of 20,000 due timers left: stopped in "
+        + ", ".join(f"{n} {s:.1f} s" for n, s in zip(running.processes, stops, strict=True))
     )
