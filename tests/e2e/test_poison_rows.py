@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sqlite3
 import statistics
@@ -21,6 +22,7 @@ import time
 import uuid
 import zlib
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -177,6 +179,19 @@ def stop_within(running: servers.Running, name: str, seconds: float = 10.0) -> f
     return time.monotonic() - started
 
 
+def cpu_seconds(running: servers.Running) -> float:
+    """User + system CPU time so far of the server's processes and their children (Celery's pool)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = {proc.pid for proc in running.processes.values()}
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(stat.parent.name) in pids or int(fields[1]) in pids:
+                total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def log_bytes(running: servers.Running) -> int:
     return sum(path.stat().st_size for path in running.logs.values() if path.exists())
 
@@ -290,6 +305,12 @@ async def test_poison_rows_of_one_namespace_stall_nothing_else(poisoned):
     }
     assert {r["workflow_id"] for r in rows if r["queue"] == "timer"} == {broken.id, victim.id}
     assert next(r for r in rows if r["queue"] == "schedule")["workflow_id"] == schedule_id
+    # Parked rows cost nothing: the server idles (before, it spun on them at most of a core).
+    cpu, wall = cpu_seconds(running), time.monotonic()
+    await asyncio.sleep(3)
+    busy = (cpu_seconds(running) - cpu) / (time.monotonic() - wall)
+    print(f"[{running.address}] CPU with {expected} parked rows: {busy:.0%} of a core")
+    assert busy < 0.5
     text = await asyncio.to_thread(running.cli, "shards", "parked")
     assert f"namespace=poison workflow_id={broken.id}" in text
     grown = log_bytes(running) - log_before
