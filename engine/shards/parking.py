@@ -14,6 +14,9 @@ What is not a row's fault is told apart explicitly, and never charged to a row:
 - `StaleTask`: the row no longer matches its run; a normal no-op outcome (handled by each queue);
 - an outage (the database unreachable, OpenSearch down): the pass stops (`Outage`) or waits with the
   process-wide OpenSearch backoff (engine/shards/visibility_index.py); rows keep their counts.
+
+A new queue (retention, archival, batches) derives its model from `ShardQueueRow`, puts `parked_at IS NULL`
+in its due index's condition, adds itself to the tables below and calls `row_failed` from its loop.
 """
 
 from __future__ import annotations
