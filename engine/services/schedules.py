@@ -643,7 +643,12 @@ def process_due(shard: int, range_id: int, *, budget: Budget | None = None) -> i
                 raise
             except Exception as e:  # noqa: BLE001 - the schedule pays for it, never the shard
                 parking.row_failed(
-                    queue=parking.SCHEDULE, pk=pk, shard=shard, range_id=range_id, error=e, label="tick"
+                    queue=parking.SCHEDULE,
+                    pk=pk,
+                    shard=shard,
+                    range_id=range_id,
+                    error=e,
+                    label="SCHEDULE_TICK",
                 )
                 continue
     return handled

@@ -75,6 +75,8 @@ def is_outage(error: BaseException) -> bool:
     statement timeout, SQLite's "too many variables") is the row's fault and is charged to it."""
     if not isinstance(error, OperationalError | InterfaceError):
         return False
+    if "database is locked" in str(error):
+        return True  # SQLite: another process holds the write lock for a while; no row's fault
     if connection.in_atomic_block:
         return True  # cannot probe inside the caller's transaction; let the caller's pass stop
     return not _database_reachable()
@@ -103,6 +105,20 @@ def row_failed(
     """
     if is_outage(error):
         raise Outage(str(error)) from error
+    try:
+        return _charge(queue=queue, pk=pk, shard=shard, range_id=range_id, error=error, label=label)
+    except (leases.LeaseLost, Outage):
+        raise
+    except Exception as e:  # noqa: BLE001 - a bug in the bookkeeping must not stop the pass either
+        failure_log.failed(
+            f"charge:{queue}", f"could not record the failure of {queue} row {pk}; it is retried next pass", e
+        )
+        return None
+
+
+def _charge(
+    *, queue: str, pk: int, shard: int, range_id: int, error: BaseException, label: str
+) -> backoff.AfterFailure | None:
     model = _MODELS[queue]
     now = clock.now()
     try:

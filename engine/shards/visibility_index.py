@@ -133,7 +133,7 @@ class _Batch:
                 shard=self.shard,
                 range_id=self.range_id,
                 error=error,
-                label=f"run {execution_id}",
+                label="VISIBILITY",
             )
 
 
