@@ -29,3 +29,7 @@ class Budget:
 
     def spent(self) -> bool:
         return stop_requested.is_set() or time.monotonic() >= self.deadline
+
+    def slice(self, seconds: float) -> Budget:
+        """A part of this budget: `seconds`, or what is left if less."""
+        return Budget(max(min(seconds, self.deadline - time.monotonic()), 0.0))

@@ -23,7 +23,7 @@ def owner_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-DEV_PASS_SECONDS = 1.0
+DEV_PASS_SECONDS = 0.3
 """A pass over one shard in `perdura dev` holds its only database thread, which serves the API too."""
 
 

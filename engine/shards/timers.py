@@ -22,6 +22,8 @@ from engine.shards.budget import Budget
 
 log = logging.getLogger(__name__)
 BATCH = 200
+SLICE_SECONDS = 0.25
+"""How long transfers (or schedule ticks) may run in a pass before the shard's due timers get a turn."""
 
 
 class UnknownTimerKind(ValueError):
@@ -121,9 +123,16 @@ def process_shard(shard: int, owner: str, *, budget: Budget | None = None) -> in
     budget = budget or Budget()
     done = 0
     try:
-        done += _fire_due(shard, range_id, budget)
-        done += transfers.process(shard, range_id, budget=budget)
-        done += schedules.process_due(shard, range_id, budget=budget)
+        while True:
+            # Timers first, then a slice of each other queue, round after round: a long run of
+            # transfers (or of failing ones) keeps the shard's timers waiting a slice at most.
+            done += _fire_due(shard, range_id, budget)
+            transfer_slice = budget.slice(SLICE_SECONDS)
+            done += transfers.process(shard, range_id, budget=transfer_slice)
+            schedule_slice = budget.slice(SLICE_SECONDS)
+            done += schedules.process_due(shard, range_id, budget=schedule_slice)
+            if budget.spent() or not (transfer_slice.spent() or schedule_slice.spent()):
+                break
     except leases.LeaseLost:
         log.warning("lost the lease of shard %s while processing it; another worker continues", shard)
         return done

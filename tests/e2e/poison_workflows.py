@@ -52,3 +52,23 @@ class HugeRetryInterval:
             start_to_close_timeout=timedelta(seconds=1),
             retry_policy=RetryPolicy(initial_interval=MAX_DURATION, maximum_interval=MAX_DURATION),
         )
+
+
+@workflow.defn
+class HugeChildTimeouts:
+    """The reported case: one workflow task with 100 StartChildWorkflowExecution commands whose
+    workflow_execution_timeout is 1e12 s (its deadline past any date the server can hold)."""
+
+    @workflow.run
+    async def run(self) -> int:
+        starts = [
+            workflow.start_child_workflow(
+                EchoChild.run,
+                i,
+                id=f"{workflow.info().workflow_id}-child-{i}",
+                execution_timeout=timedelta(seconds=1e12),
+            )
+            for i in range(100)
+        ]
+        children = await asyncio.gather(*starts)
+        return sum([await c for c in children])

@@ -45,8 +45,10 @@ SHARDS = 16
 POISON_TRANSFERS = 100
 MAX_ATTEMPTS = 3
 LATENESS_BOUND = 1.0
-"""Seconds a timer of the healthy namespace may fire late, or as late as before the poison if more: dev
-fires on time, the Celery workers about a second late (their baseline on this machine)."""
+SLACK = 2.0
+"""A healthy timer may fire as late as the latest before the poison (at least 1 s: dev fires on time,
+the Celery workers about a second late on this machine), plus SLACK for a 2-core machine shared with
+other work. A stall (the old code) never fires them at all: the round times out after a minute."""
 
 
 @pytest.fixture(params=["dev", "postgres"], scope="module")
@@ -219,12 +221,47 @@ async def test_an_activity_retry_interval_of_duration_max_stalls_no_timer(poison
     types = [e.event_type async for e in handle.fetch_history_events()]
     if EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED in types and not rows:
         pytest.skip("the edge now refuses this retry policy; the timer poison is covered by the other tests")
-    assert max(during) < max(max(baseline), LATENESS_BOUND) + 0.5
+    assert max(during) < max(max(baseline), LATENESS_BOUND) + SLACK
     assert [(r["queue"], r["kind"], r["workflow_id"]) for r in rows] == [
         ("timer", "ACTIVITY_TIMEOUT", poison_id)
     ]
     print(f"[{running.address}] parked: {rows[0]['last_error']}")
     assert rows[0]["attempts"] == MAX_ATTEMPTS
+    await handle.terminate("test over")
+
+
+async def test_a_hundred_child_starts_that_cannot_start_stall_no_timer(poisoned):
+    """The reported case, as a tenant sends it: 100 child starts in one workflow task, each with a 1e12 s
+    execution timeout. Each child-start transfer raises (a date overflow); before, the transfer batch
+    re-read the same 100 rows forever and nothing else ran. Now they are parked and the timers go on.
+    (Edge validation may refuse the command instead: the test then says so and skips.)"""
+    running = poisoned
+    await asyncio.to_thread(running.cli, "namespace", "create", "children")
+    healthy = await Client.connect(running.address, namespace="default")
+    bad = await Client.connect(running.address, namespace="children")
+    poison_id = f"huge-children-{uuid.uuid4()}"
+    shard = zlib.crc32(f"{await namespace_id(bad, 'children')}/{poison_id}".encode()) % SHARDS
+    default_id = await namespace_id(healthy, "default")
+    shards = (shard, (shard + 5) % SHARDS)
+    baseline = await healthy_round(running, healthy, default_id, shards, "before the 100 child starts")
+
+    task_queue = f"tq-{uuid.uuid4()}"
+    async with Worker(bad, task_queue=task_queue, workflows=[pw.HugeChildTimeouts, pw.EchoChild]):
+        handle = await bad.start_workflow(pw.HugeChildTimeouts.run, id=poison_id, task_queue=task_queue)
+        await asyncio.sleep(1)
+        during = await healthy_round(running, healthy, default_id, shards, "beside the 100 child starts")
+        rows = await wait_parked(running, "children", 100, timeout=30)
+    types = [e.event_type async for e in handle.fetch_history_events()]
+    if EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED not in types:
+        pytest.skip(
+            "the edge now refuses these child starts; the transfer poison is covered by the other tests"
+        )
+    assert max(during) < max(max(baseline), LATENESS_BOUND) + SLACK
+    assert len(rows) == 100
+    assert {(r["queue"], r["kind"], r["workflow_id"], r["attempts"]) for r in rows} == {
+        ("transfer", "START_CHILD", poison_id, MAX_ATTEMPTS)
+    }
+    print(f"[{running.address}] 100 child starts parked: {rows[0]['last_error']}")
     await handle.terminate("test over")
 
 
@@ -284,8 +321,7 @@ async def test_poison_rows_of_one_namespace_stall_nothing_else(poisoned):
 
     # The healthy namespace, in the poisoned shards, while every poison row fails and backs off.
     during = await healthy_round(running, healthy, default_id, shards, "beside the poison rows")
-    assert max(during) < max(max(baseline), LATENESS_BOUND) + 0.5
-    assert p99(during) < p99(baseline) + 0.5
+    assert max(during) < max(max(baseline), LATENESS_BOUND) + SLACK
 
     rows = await wait_parked(running, "poison", expected)
     assert len(rows) == expected, rows[:3]
