@@ -3,8 +3,33 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 
 from tenants.models import Namespace
+
+_LIVE = Q(parked_at__isnull=True)
+_PARKED = Q(parked_at__isnull=False)
+
+
+class ShardQueueRow(models.Model):
+    """What every shard queue row carries about its failed processing attempts (engine/shards/parking.py).
+
+    A row whose processing raises is tried again later (its due time moves by an exponential backoff)
+    and, after PERDURA_SHARD_MAX_ATTEMPTS, parked: kept with its last error, out of every due query
+    (their indexes are partial on `parked_at IS NULL`), until `perdura shards redrive` makes it due again.
+    """
+
+    failures = models.IntegerField(default=0, db_default=0)
+    """Processing attempts that raised since the row was created or last redriven (0: never failed)."""
+    last_error = models.TextField(default="", db_default="")
+    """The last failure as `ExceptionType: message`, truncated."""
+    parked_at = models.DateTimeField(null=True)
+    """When the row was parked; null while it is live."""
+
+    class Meta:
+        abstract = True
+
+    # Database defaults too: rows are also inserted by raw SQL (engine/persistence/store.py).
 
 
 class Execution(models.Model):
@@ -86,7 +111,7 @@ class Task(models.Model):
         ]
 
 
-class Timer(models.Model):
+class Timer(ShardQueueRow):
     """A durable timer: the truth about what must happen when (rule 3). Wake-ups only hint at it."""
 
     class Kind(models.IntegerChoices):
@@ -107,7 +132,11 @@ class Timer(models.Model):
     detail = models.SmallIntegerField(default=0)
 
     class Meta:
-        indexes = [models.Index(fields=["shard", "fire_at"], name="timer_due")]
+        indexes = [
+            # A failing timer's fire_at moves to its next attempt; a parked one leaves this index.
+            models.Index(fields=["shard", "fire_at"], name="timer_live_due", condition=_LIVE),
+            models.Index(fields=["parked_at"], name="timer_parked", condition=_PARKED),
+        ]
 
 
 class ShardLease(models.Model):
@@ -131,7 +160,7 @@ class Query(models.Model):
     created_at = models.DateTimeField()
 
 
-class Transfer(models.Model):
+class Transfer(ShardQueueRow):
     """Work a run owes another run (start a child, report to a parent, signal, cancel), done after commit.
 
     Created in the same transaction as the events that imply it (rule 3) and deleted in the transaction
@@ -144,12 +173,25 @@ class Transfer(models.Model):
     event_id = models.BigIntegerField()
     details = models.BinaryField()
     created_at = models.DateTimeField()
+    retry_at = models.DateTimeField(null=True)
+    """Null: due now, in id order. Set: the row failed and waits until then (engine/shards/parking.py)."""
 
     class Meta:
-        indexes = [models.Index(fields=["shard", "id"], name="transfer_by_shard")]
+        indexes = [
+            # Fresh rows in creation order; rows backing off by their retry time; parked rows in neither.
+            models.Index(
+                fields=["shard", "id"], name="transfer_fresh", condition=_LIVE & Q(retry_at__isnull=True)
+            ),
+            models.Index(
+                fields=["shard", "retry_at"],
+                name="transfer_retry",
+                condition=_LIVE & Q(retry_at__isnull=False),
+            ),
+            models.Index(fields=["parked_at"], name="transfer_parked", condition=_PARKED),
+        ]
 
 
-class Schedule(models.Model):
+class Schedule(ShardQueueRow):
     """A schedule: its spec, action, policies and scheduler state, sealed as one document.
 
     `next_wakeup_at` is what the shard loop scans (rule 3): when it passes, the schedule's shard owner
@@ -172,4 +214,8 @@ class Schedule(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["namespace", "schedule_id"], name="schedule_unique_id")
         ]
-        indexes = [models.Index(fields=["shard", "next_wakeup_at"], name="schedule_due")]
+        indexes = [
+            # A tick that fails moves next_wakeup_at to its next attempt; a parked schedule leaves this index.
+            models.Index(fields=["shard", "next_wakeup_at"], name="schedule_live_due", condition=_LIVE),
+            models.Index(fields=["parked_at"], name="schedule_parked", condition=_PARKED),
+        ]

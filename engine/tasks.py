@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
 
-from engine.shards import timers
+from celery import shared_task
+from celery.signals import worker_process_shutdown, worker_shutting_down
+
+from engine.shards import budget, timers
+from engine.shards.failure_log import FailureLog
 from engine.shards.loop import owner_name
+
+log = logging.getLogger("perdura.shards")
+failure_log = FailureLog(log)
 
 
 @shared_task(name="engine.tasks.process_shard", ignore_result=True)
 def process_shard(shard: int) -> int:
-    """Fire the shard's due timers. Sent with an ETA when a timer is created, and by the sweep."""
-    return timers.process_shard(shard, owner_name())
+    """Fire the shard's due timers. Sent with an ETA when a timer is created, and by the sweep.
+
+    A failing row is charged to the row (engine/shards/parking.py); what still escapes (an outage) is
+    logged here at a limited rate instead of by Celery on every sweep, and the sweep tries again.
+    """
+    try:
+        return timers.process_shard(shard, owner_name())
+    except Exception as e:  # noqa: BLE001 - the rows stay; the next sweep retries
+        failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; the sweep retries it", e)
+        return 0
 
 
 @shared_task(name="engine.tasks.sweep", ignore_result=True)
@@ -21,3 +36,10 @@ def sweep() -> int:
     for shard in shards:
         process_shard.delay(shard)
     return len(shards)
+
+
+@worker_shutting_down.connect
+@worker_process_shutdown.connect
+def _stop_passes(**_: object) -> None:
+    """The worker is stopping: passes in this process end after the row in hand (engine/shards/budget.py)."""
+    budget.stop_requested.set()

@@ -280,4 +280,6 @@ def history_events(
 
 
 def due_timers(shard: int, now: datetime, limit: int) -> list[Timer]:
-    return list(Timer.objects.filter(shard=shard, fire_at__lte=now).order_by("fire_at", "id")[:limit])
+    """Live timers of `shard` due by `now`, oldest first (parked ones are out of the partial due index)."""
+    rows = Timer.objects.filter(shard=shard, parked_at__isnull=True, fire_at__lte=now)
+    return list(rows.order_by("fire_at", "id")[:limit])

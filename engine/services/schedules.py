@@ -40,7 +40,8 @@ from engine.persistence import encryption, store
 from engine.schedules import rules
 from engine.schedules.spec import CompiledSpec, SpecError, clean, compile_spec
 from engine.services import workflows
-from engine.shards import leases
+from engine.shards import leases, parking
+from engine.shards.budget import Budget
 from tenants.models import Namespace
 from visibility import registry as visibility_registry
 from visibility import selectors as visibility_selectors
@@ -342,10 +343,23 @@ def _tick(
 
 def _save(row: ScheduleRow, record: rules.ScheduleRecord, *, create: bool = False) -> None:
     _seal(row, record)
+    # A schedule that was opened, ticked or changed and sealed again is healthy: past failures (and a
+    # parking, when its owner fixed it by an update) are cleared.
+    row.failures, row.last_error, row.parked_at = 0, "", None
     if create:
         row.save(force_insert=True)
     else:
-        row.save(update_fields=["next_wakeup_at", "data", "memo", "search_attributes"])
+        row.save(
+            update_fields=[
+                "next_wakeup_at",
+                "data",
+                "memo",
+                "search_attributes",
+                "failures",
+                "last_error",
+                "parked_at",
+            ]
+        )
     if row.next_wakeup_at is not None:
         _hint(row.shard, row.next_wakeup_at)
 
@@ -585,10 +599,10 @@ def schedule_matching_times(*, namespace: Namespace, request: ListScheduleMatchi
 def _tick_row(pk: int, shard: int, range_id: int) -> bool:
     with transaction.atomic():
         leases.check(shard, range_id)
-        row = ScheduleRow.objects.select_for_update().filter(pk=pk).first()
+        row = ScheduleRow.objects.select_for_update().filter(pk=pk, parked_at__isnull=True).first()
         now = clock.now()
         if row is None or row.next_wakeup_at is None or row.next_wakeup_at > now:
-            return False  # deleted, or another processor already took it
+            return False  # deleted, parked, or another processor already took it
         namespace = Namespace.objects.get(pk=row.namespace_id)
         record = _open(row)
         _tick(namespace, row, record, now)
@@ -596,25 +610,44 @@ def _tick_row(pk: int, shard: int, range_id: int) -> bool:
         return True
 
 
-def process_due(shard: int, range_id: int) -> int:
-    """Tick every schedule of `shard` whose wake-up time has passed; returns how many."""
+def process_due(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
+    """Tick every live schedule of `shard` whose wake-up time has passed, each on its own; returns how many.
+
+    A tick that raises is charged a failed attempt: the schedule's wake-up moves to its next attempt
+    (or it is parked), and the schedules behind it tick in the same pass.
+
+    Raises:
+        leases.LeaseLost: another worker took the shard.
+    """
+    budget = budget or Budget()
     handled = 0
-    while True:
-        pks = list(
-            ScheduleRow.objects.filter(shard=shard, next_wakeup_at__lte=clock.now())
-            .order_by("next_wakeup_at", "id")
-            .values_list("pk", flat=True)[:BATCH]
-        )
-        for pk in pks:
+    tried: set[int] = set()
+    while not budget.spent():
+        due = ScheduleRow.objects.filter(shard=shard, parked_at__isnull=True, next_wakeup_at__lte=clock.now())
+        taken = due.order_by("next_wakeup_at", "id").values_list("pk", flat=True)[:BATCH]
+        rows = [pk for pk in taken if pk not in tried]
+        if not rows:
+            break
+        for pk in rows:
+            if budget.spent():
+                break
+            tried.add(pk)
             try:
                 if _tick_row(pk, shard, range_id):
                     handled += 1
             except leases.LeaseLost:
                 raise
-            except Exception:
-                log.exception("schedule row %s failed to tick; it is retried at the next sweep", pk)
-        if len(pks) < BATCH:
-            return handled
+            except Exception as e:  # noqa: BLE001 - the schedule pays for it, never the shard
+                parking.row_failed(
+                    queue=parking.SCHEDULE,
+                    pk=pk,
+                    shard=shard,
+                    range_id=range_id,
+                    error=e,
+                    label="SCHEDULE_TICK",
+                )
+                continue
+    return handled
 
 
 def schedule_wake(*, namespace_id: uuid.UUID, schedule_id: str) -> None:
@@ -628,14 +661,18 @@ def schedule_wake(*, namespace_id: uuid.UUID, schedule_id: str) -> None:
         )
         if row is None:
             return
+        if row.parked_at is not None:
+            return  # parked: only `perdura shards redrive` brings it back
         if row.next_wakeup_at is None or row.next_wakeup_at > now:
             ScheduleRow.objects.filter(pk=row.pk).update(next_wakeup_at=now)
         _hint(row.shard, now)
 
 
 def due_shards(now: datetime) -> set[int]:
-    return set(ScheduleRow.objects.filter(next_wakeup_at__lte=now).values_list("shard", flat=True).distinct())
+    due = ScheduleRow.objects.filter(parked_at__isnull=True, next_wakeup_at__lte=now)
+    return set(due.values_list("shard", flat=True).distinct())
 
 
 def next_wakeup() -> datetime | None:
-    return ScheduleRow.objects.aggregate(first=Min("next_wakeup_at"))["first"]
+    live = ScheduleRow.objects.filter(parked_at__isnull=True)
+    return live.aggregate(first=Min("next_wakeup_at"))["first"]

@@ -11,18 +11,39 @@ from perdura import clock
 
 from engine import notify
 from engine.api import dbthreads
-from engine.shards import timers
+from engine.shards import budget, timers
+from engine.shards.failure_log import FailureLog
 from engine.shards.wakeups import SWEEP_SECONDS
 
 log = logging.getLogger("perdura.shards")
+failure_log = FailureLog(log)
 
 
 def owner_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _process_due(owner: str) -> int:
-    return sum(timers.process_shard(shard, owner) for shard in timers.due_shards())
+DEV_PASS_SECONDS = 0.3
+"""A pass over one shard in `perdura dev` holds its only database thread, which serves the API too."""
+
+
+def _process_one(shard: int, owner: str) -> int:
+    return timers.process_shard(shard, owner, budget=budget.Budget(DEV_PASS_SECONDS))
+
+
+async def _process_due(owner: str) -> int:
+    """One pass over every shard with work due, each in its own turn on the database thread (so API
+    calls interleave). A shard that fails (an outage: its rows fail on their own and are charged for
+    it) is logged and skipped; the shards after it still get their pass."""
+    done = 0
+    for shard in await dbthreads.run(timers.due_shards):
+        if budget.stop_requested.is_set():
+            break
+        try:
+            done += await dbthreads.run(_process_one, shard, owner)
+        except Exception as e:  # noqa: BLE001 - one shard never stops the others
+            failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; retrying shortly", e)
+    return done
 
 
 async def run_timer_loop(stop: asyncio.Event) -> None:
@@ -34,10 +55,10 @@ async def run_timer_loop(stop: asyncio.Event) -> None:
     while not stop.is_set():
         wake.clear()
         try:
-            await dbthreads.run(_process_due, owner)
+            await _process_due(owner)
             first = await dbthreads.run(timers.next_fire_at)
-        except Exception:
-            log.exception("timer processing failed; retrying shortly")
+        except Exception as e:  # noqa: BLE001 - nothing stops the loop but `stop`
+            failure_log.failed("timer-loop", "timer processing failed; retrying shortly", e)
             first = None
         delay = (
             SWEEP_SECONDS

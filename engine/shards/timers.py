@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Min
@@ -14,28 +17,48 @@ from engine.history.mutation import Mutation, TimerKind
 from engine.models import Timer
 from engine.persistence import store
 from engine.services import schedules
-from engine.shards import leases, transfers
+from engine.shards import leases, parking, transfers
+from engine.shards.budget import Budget
 
 log = logging.getLogger(__name__)
 BATCH = 200
+SLICE_SECONDS = 0.25
+"""How long transfers (or schedule ticks) may run in a pass before the shard's due timers get a turn."""
+
+
+class UnknownTimerKind(ValueError):
+    """A timer of a kind this process cannot fire (a newer version's, or a corrupt row): it is charged a
+    failed attempt and parked, never dropped, so that a worker that knows the kind can fire it later."""
+
+
+_FIRE: dict[int, Callable[[Mutation, Timer], None]] = {
+    TimerKind.USER_TIMER: lambda m, row: timer.fire(m, started_event_id=row.event_id),
+    TimerKind.WORKFLOW_TASK_TIMEOUT: lambda m, row: workflow_task.time_out(
+        m, scheduled_event_id=row.event_id, attempt=row.attempt
+    ),
+    TimerKind.ACTIVITY_TIMEOUT: lambda m, row: activity.time_out(
+        m, scheduled_event_id=row.event_id, attempt=row.attempt, timeout_type=row.detail
+    ),
+    TimerKind.WORKFLOW_TASK_SCHEDULE_TO_START: lambda m, row: workflow_task.schedule_to_start_timeout(
+        m, scheduled_event_id=row.event_id, attempt=row.attempt
+    ),
+    TimerKind.WORKFLOW_BACKOFF: lambda m, _row: lifecycle.backoff_elapsed(m),
+    TimerKind.WORKFLOW_RUN_TIMEOUT: lambda m, _row: lifecycle.run_timeout(m),
+}
 
 
 def _apply(m: Mutation, row: Timer) -> None:
-    kind = row.kind
-    if kind == TimerKind.USER_TIMER:
-        timer.fire(m, started_event_id=row.event_id)
-    elif kind == TimerKind.WORKFLOW_TASK_TIMEOUT:
-        workflow_task.time_out(m, scheduled_event_id=row.event_id, attempt=row.attempt)
-    elif kind == TimerKind.ACTIVITY_TIMEOUT:
-        activity.time_out(m, scheduled_event_id=row.event_id, attempt=row.attempt, timeout_type=row.detail)
-    elif kind == TimerKind.WORKFLOW_TASK_SCHEDULE_TO_START:
-        workflow_task.schedule_to_start_timeout(m, scheduled_event_id=row.event_id, attempt=row.attempt)
-    elif kind == TimerKind.WORKFLOW_BACKOFF:
-        lifecycle.backoff_elapsed(m)
-    elif kind == TimerKind.WORKFLOW_RUN_TIMEOUT:
-        lifecycle.run_timeout(m)
-    else:
-        raise StaleTask(f"unknown timer kind {kind}")
+    handler = _FIRE.get(row.kind)
+    if handler is None:
+        raise UnknownTimerKind(f"unknown timer kind {row.kind}")
+    handler(m, row)
+
+
+def kind_name(kind: int) -> str:
+    try:
+        return TimerKind(kind).name
+    except ValueError:
+        return f"UNKNOWN({kind})"
 
 
 def fire(row: Timer, *, shard: int, range_id: int) -> bool:
@@ -55,37 +78,86 @@ def fire(row: Timer, *, shard: int, range_id: int) -> bool:
         return True
 
 
-def process_shard(shard: int, owner: str) -> int:
-    """Fire every due timer and run every transfer of `shard` if its lease can be had; returns the count."""
+def _fire_due(shard: int, range_id: int, budget: Budget) -> int:
+    """Fire the shard's due timers, each on its own: one that raises is charged a failed attempt and
+    moved to its next attempt (or parked), and the timers behind it fire on time."""
+    fired = 0
+    tried: set[int] = set()
+    while not budget.spent():
+        # A row tried in this pass is never taken again in it, whatever became of it.
+        rows = [r for r in store.due_timers(shard, clock.now(), BATCH) if r.pk not in tried]
+        if not rows:
+            break
+        for row in rows:
+            if budget.spent():
+                break
+            tried.add(row.pk)
+            try:
+                if fire(row, shard=shard, range_id=range_id):
+                    fired += 1
+            except leases.LeaseLost:
+                raise
+            except Exception as e:  # noqa: BLE001 - the row pays for it, never the shard
+                parking.row_failed(
+                    queue=parking.TIMER,
+                    pk=row.pk,
+                    shard=shard,
+                    range_id=range_id,
+                    error=e,
+                    label=kind_name(row.kind),
+                )
+                continue
+    return fired
+
+
+def process_shard(shard: int, owner: str, *, budget: Budget | None = None) -> int:
+    """Fire every due timer and run every transfer and schedule tick of `shard` if its lease can be had;
+    returns the count. A pass ends when its budget is spent (the rows left stay due for the next one).
+
+    Raises:
+        parking.Outage: the database failed; the rows stay as they were.
+    """
     range_id = leases.acquire(shard, owner)
     if range_id is None:
         return 0
-    fired = 0
+    budget = budget or Budget()
+    done = 0
     try:
         while True:
-            rows = store.due_timers(shard, clock.now(), BATCH)
-            for row in rows:
-                if fire(row, shard=shard, range_id=range_id):
-                    fired += 1
-            if len(rows) < BATCH:
+            # Timers first, then a slice of each other queue, round after round: a long run of
+            # transfers (or of failing ones) keeps the shard's timers waiting a slice at most.
+            done += _fire_due(shard, range_id, budget)
+            transfer_slice = budget.slice(SLICE_SECONDS)
+            done += transfers.process(shard, range_id, budget=transfer_slice)
+            schedule_slice = budget.slice(SLICE_SECONDS)
+            done += schedules.process_due(shard, range_id, budget=schedule_slice)
+            if budget.spent() or not (transfer_slice.spent() or schedule_slice.spent()):
                 break
-        fired += transfers.process(shard, range_id)
-        fired += schedules.process_due(shard, range_id)
     except leases.LeaseLost:
         log.warning("lost the lease of shard %s while processing it; another worker continues", shard)
-        return fired
+        return done
+    except Exception:
+        # Let another worker take the shard at once rather than when the lease expires (best effort).
+        with contextlib.suppress(Exception):
+            leases.release(shard, range_id)
+        raise
     leases.release(shard, range_id)
-    return fired
+    return done
 
 
 def due_shards() -> list[int]:
     """Shards that have timers due now or transfers waiting (reads, so idle sweeps write nothing)."""
     now = clock.now()
-    due = set(Timer.objects.filter(fire_at__lte=now).values_list("shard", flat=True).distinct())
-    return sorted(due | set(transfers.shards_with_transfers()) | schedules.due_shards(now))
+    live = Timer.objects.filter(parked_at__isnull=True)
+    due = set(live.filter(fire_at__lte=now).values_list("shard", flat=True).distinct())
+    return sorted(due | set(transfers.shards_with_transfers(now)) | schedules.due_shards(now))
 
 
-def next_fire_at():  # type: ignore[no-untyped-def]
-    first = Timer.objects.aggregate(first=Min("fire_at"))["first"]
-    wakeup = schedules.next_wakeup()
-    return wakeup if first is None or (wakeup is not None and wakeup < first) else first
+def next_fire_at() -> datetime | None:
+    """The earliest time a live timer, a transfer's retry or a schedule tick is due."""
+    times = [
+        Timer.objects.filter(parked_at__isnull=True).aggregate(first=Min("fire_at"))["first"],
+        transfers.next_retry_at(),
+        schedules.next_wakeup(),
+    ]
+    return min((t for t in times if t is not None), default=None)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Min
 from perdura import clock
 from temporalio.api.enums.v1 import (
     CancelExternalWorkflowExecutionFailedCause,
@@ -36,7 +38,8 @@ from engine.persistence import encryption, store
 from engine.schedules.rules import scheduled_by
 from engine.services import schedules, workflows
 from engine.services.update import run_update
-from engine.shards import leases, visibility_index
+from engine.shards import leases, parking, visibility_index
+from engine.shards.budget import Budget
 from tenants.models import Namespace
 
 log = logging.getLogger(__name__)
@@ -250,7 +253,7 @@ def _schedule_run_closed(row: Transfer, execution: Execution, shard: int, range_
     _record(row, shard, range_id, None)
 
 
-_HANDLERS = {
+_HANDLERS: dict[int, Callable[[Transfer, Execution, int, int], None]] = {
     TransferKind.START_CHILD: _start_child,
     TransferKind.CHILD_CLOSED: _child_closed,
     TransferKind.SIGNAL_EXTERNAL: _signal_external,
@@ -260,32 +263,78 @@ _HANDLERS = {
 }
 
 
-def process(shard: int, range_id: int) -> int:
-    """Process the shard's transfer rows in order; returns how many were handled."""
+def kind_name(kind: int) -> str:
+    try:
+        return TransferKind(kind).name
+    except ValueError:
+        return f"UNKNOWN({kind})"
+
+
+def _due(shard: int, now: datetime) -> list[Transfer]:
+    """Rows whose retry time has passed, then fresh rows in creation order (parked rows are in neither
+    partial index). A row backing off never holds up the fresh rows behind it."""
+    live = Transfer.objects.filter(shard=shard, parked_at__isnull=True).exclude(kind=TransferKind.VISIBILITY)
+    retried = list(live.filter(retry_at__lte=now).order_by("retry_at", "id")[:BATCH])
+    return retried + list(live.filter(retry_at__isnull=True).order_by("id")[:BATCH])
+
+
+def process(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
+    """Process the shard's due transfer rows, each on its own; returns how many were handled.
+
+    A row whose handler raises is charged a failed attempt and backs off (or is parked); the rows
+    behind it go on in the same pass.
+
+    Raises:
+        leases.LeaseLost: another worker took the shard (the rows stay for it).
+    """
+    budget = budget or Budget()
     handled = 0
-    while True:
-        rows = list(
-            Transfer.objects.filter(shard=shard).exclude(kind=TransferKind.VISIBILITY).order_by("id")[:BATCH]
-        )
+    tried: set[int] = set()
+    while not budget.spent():
+        rows = [r for r in _due(shard, clock.now()) if r.pk not in tried]
+        if not rows:
+            break
         for row in rows:
+            if budget.spent():
+                break
+            tried.add(row.pk)
             execution = Execution.objects.filter(pk=row.execution_id).first()
             if execution is None:
                 Transfer.objects.filter(pk=row.pk).delete()
                 continue
             try:
-                _HANDLERS[TransferKind(row.kind)](row, execution, shard, range_id)
+                handler = _HANDLERS.get(row.kind)
+                if handler is None:
+                    raise ValueError(f"unknown transfer kind {row.kind}")
+                handler(row, execution, shard, range_id)
             except leases.LeaseLost:
                 raise
-            except Exception:
-                log.exception(
-                    "transfer %s (%s) failed; it stays and is retried", row.pk, TransferKind(row.kind).name
+            except Exception as e:  # noqa: BLE001 - the row pays for it, never the shard
+                parking.row_failed(
+                    queue=parking.TRANSFER,
+                    pk=row.pk,
+                    shard=shard,
+                    range_id=range_id,
+                    error=e,
+                    label=kind_name(row.kind),
                 )
                 continue
             handled += 1
-        if len(rows) < BATCH:
-            # Visibility rows go to OpenSearch in bulk, apart: an outage leaves them without holding up the rest.
-            return handled + visibility_index.process(shard, range_id)
+    if budget.spent():
+        return handled
+    # Visibility rows go to OpenSearch in bulk, apart: an outage leaves them without holding up the rest.
+    return handled + visibility_index.process(shard, range_id, budget=budget)
 
 
-def shards_with_transfers() -> list[int]:
-    return list(Transfer.objects.values_list("shard", flat=True).distinct().order_by("shard"))
+def shards_with_transfers(now: datetime) -> list[int]:
+    """Shards with a transfer row due by `now` (fresh, or past its retry time; never parked)."""
+    live = Transfer.objects.filter(parked_at__isnull=True)
+    fresh = live.filter(retry_at__isnull=True).values_list("shard", flat=True).distinct()
+    retried = live.filter(retry_at__lte=now).values_list("shard", flat=True).distinct()
+    return sorted(set(fresh) | set(retried))
+
+
+def next_retry_at() -> datetime | None:
+    """The earliest retry time of a transfer row backing off."""
+    live = Transfer.objects.filter(parked_at__isnull=True, retry_at__isnull=False)
+    return live.aggregate(first=Min("retry_at"))["first"]

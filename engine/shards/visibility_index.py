@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -24,7 +25,8 @@ from perdura import clock
 from engine.history.mutation import TransferKind
 from engine.models import Execution, Transfer
 from engine.persistence import visibility as visibility_store
-from engine.shards import leases
+from engine.shards import leases, parking
+from engine.shards.budget import Budget
 from visibility import registry
 from visibility.backends import sql
 from visibility.backends.base import backend
@@ -84,14 +86,16 @@ def _read(where: str, params: list[object], limit: int | None = None) -> list[tu
     return [(sql._record(r[:-1]), int(r[-1])) for r in rows]
 
 
+def _document(record: sql.Record, cache: dict[uuid.UUID, dict[str, SaType]]) -> dict[str, Any]:
+    from visibility.backends.opensearch import document
+
+    return document(record, _types(record.namespace_id, cache))
+
+
 def _items(
     records: list[tuple[sql.Record, int]], cache: dict[uuid.UUID, dict[str, SaType]]
 ) -> list[tuple[str, int, dict[str, Any]]]:
-    from visibility.backends.opensearch import document
-
-    return [
-        (str(r.execution_id), version, document(r, _types(r.namespace_id, cache))) for r, version in records
-    ]
+    return [(str(r.execution_id), version, _document(r, cache)) for r, version in records]
 
 
 def _drop(shard: int, range_id: int, ids: list[int]) -> None:
@@ -102,15 +106,73 @@ def _drop(shard: int, range_id: int, ids: list[int]) -> None:
         Transfer.objects.filter(pk__in=ids).delete()
 
 
-def process(shard: int, range_id: int) -> int:
-    """Send the shard's pending visibility rows to OpenSearch; returns how many rows were done.
+def _due(shard: int, now: datetime) -> list[tuple[int, int]]:
+    """(row id, run) of the due visibility rows: past their retry time, then fresh in creation order."""
+    live = Transfer.objects.filter(shard=shard, kind=TransferKind.VISIBILITY, parked_at__isnull=True)
+    retried = live.filter(retry_at__lte=now).order_by("retry_at", "id").values_list("id", "execution_id")
+    fresh = live.filter(retry_at__isnull=True).order_by("id").values_list("id", "execution_id")
+    return list(retried[:BATCH]) + list(fresh[:BATCH])
+
+
+class _Batch:
+    """The rows of one pass, by run: which are done (to delete) and which failed (charged to the row)."""
+
+    def __init__(self, shard: int, range_id: int, rows: list[tuple[int, int]]) -> None:
+        self.shard, self.range_id = shard, range_id
+        self.by_run: dict[int, list[int]] = {}
+        for row_id, execution_id in rows:
+            self.by_run.setdefault(execution_id, []).append(row_id)
+        self.done: list[int] = []
+
+    def failed(self, execution_id: int, error: BaseException) -> None:
+        """This run's rows failed for a reason of their own (not an outage): each is charged an attempt."""
+        for row_id in self.by_run.pop(execution_id, []):
+            parking.row_failed(
+                queue=parking.VISIBILITY,
+                pk=row_id,
+                shard=self.shard,
+                range_id=self.range_id,
+                error=error,
+                label="VISIBILITY",
+            )
+
+
+def _records(batch: _Batch) -> list[tuple[sql.Record, int]]:
+    """The batch's records; when reading them together fails, each run alone, so that one record that
+    cannot be read is charged to its rows and the others go on."""
+    runs = sorted(batch.by_run)
+    try:
+        return _read(f"v.execution_id IN ({', '.join(['%s'] * len(runs))})", list(runs))
+    except Exception as e:  # noqa: BLE001
+        if parking.is_outage(e):
+            raise parking.Outage(str(e)) from e
+    records: list[tuple[sql.Record, int]] = []
+    for execution_id in runs:
+        try:
+            records += _read("v.execution_id = %s", [execution_id])
+        except Exception as e:  # noqa: BLE001 - the run's rows pay for it
+            if parking.is_outage(e):
+                raise parking.Outage(str(e)) from e
+            batch.failed(execution_id, e)
+    return records
+
+
+def process(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
+    """Send the shard's due visibility rows to OpenSearch; returns how many rows were done.
+
+    Two kinds of failure, kept apart. OpenSearch failing as a whole (the request fails, or it defers
+    documents: 429, 5xx) is an outage: the rows wait, with the process-wide backoff, and are never
+    charged for it however long it lasts. A run whose record cannot be read or turned into a document,
+    or whose document OpenSearch refuses (4xx), fails on its own: its rows are charged an attempt and
+    back off, then are parked (engine/shards/parking.py), and the other runs are indexed.
 
     Raises:
         leases.LeaseLost: another worker took the shard (the rows stay for it).
     """
-    pending = Transfer.objects.filter(shard=shard, kind=TransferKind.VISIBILITY)
+    budget = budget or Budget()
     if not visibility_store.indexed_async():
         # The deployment went back to SQL: the rows have nothing to do (reindex when switching back).
+        pending = Transfer.objects.filter(shard=shard, kind=TransferKind.VISIBILITY)
         ids = list(pending.values_list("id", flat=True)[:BATCH])
         _drop(shard, range_id, ids)
         return len(ids)
@@ -119,50 +181,57 @@ def process(shard: int, range_id: int) -> int:
     index = backend()
     handled = 0
     cache: dict[uuid.UUID, dict[str, SaType]] = {}
-    while True:
-        rows = list(pending.order_by("id").values_list("id", "execution_id")[:BATCH])
+    tried: set[int] = set()
+    while not budget.spent():
+        rows = [(row_id, run) for row_id, run in _due(shard, clock.now()) if row_id not in tried]
         if not rows:
             return handled
-        by_run: dict[int, list[int]] = {}
-        for row_id, execution_id in rows:
-            by_run.setdefault(execution_id, []).append(row_id)
-        runs = sorted(by_run)
+        tried.update(row_id for row_id, _ in rows)
+        batch = _Batch(shard, range_id, rows)
         # Read after taking the rows: each record is at least as new as every row it answers for.
-        records = _read(f"v.execution_id IN ({', '.join(['%s'] * len(runs))})", list(runs))
-        done = [
-            row
-            for execution_id in set(runs) - {r.execution_id for r, _ in records}
-            for row in by_run[execution_id]
-        ]
+        records = _records(batch)
+        read = {r.execution_id for r, _ in records}
+        # A run without a record (deleted) has nothing to index: its rows are done.
+        for execution_id in [e for e in batch.by_run if e not in read]:
+            batch.done += batch.by_run.pop(execution_id)
+        items: list[tuple[str, int, dict[str, Any]]] = []
+        sent: list[sql.Record] = []
+        for record, version in records:
+            try:
+                items.append((str(record.execution_id), version, _document(record, cache)))
+                sent.append(record)
+            except Exception as e:  # noqa: BLE001 - this run's rows pay for it
+                batch.failed(record.execution_id, e)
         retry = False
         try:
             index.ensure_index()  # type: ignore[attr-defined]
-            acks = index.bulk_index(_items(records, cache))  # type: ignore[attr-defined]
-        except Exception as e:  # noqa: BLE001 - any failure of the request: the rows stay, retried later
+            acks = index.bulk_index(items) if items else []  # type: ignore[attr-defined]
+        except Exception as e:  # noqa: BLE001 - the request failed: an outage, no row's fault
             delay = backoff.failed()
             log.warning(
-                "OpenSearch indexing failed (%s); %d runs wait, retrying in %.1fs", e, len(runs), delay
+                "OpenSearch indexing failed (%s); %d runs wait, retrying in %.1fs", e, len(sent), delay
             )
-            _drop(shard, range_id, done)
-            return handled + len(done)
-        for (record, _), ack in zip(records, acks, strict=True):
+            _drop(shard, range_id, batch.done)
+            return handled + len(batch.done)
+        for record, ack in zip(sent, acks, strict=True):
             if ack.done:
-                done += by_run[record.execution_id]
+                batch.done += batch.by_run.pop(record.execution_id, [])
             elif ack.retry:
                 retry = True
             else:
-                # A document OpenSearch will never take (say, a mapping conflict): retrying cannot help.
-                log.error("OpenSearch refused run %s's document: %s", record.run_id, ack.error)
-                done += by_run[record.execution_id]
-        _drop(shard, range_id, done)
-        handled += len(done)
+                # A document OpenSearch will not take (say, a mapping conflict): the run's rows fail on
+                # their own, and are parked if it keeps refusing it.
+                batch.failed(
+                    record.execution_id, RuntimeError(f"OpenSearch refused the document: {ack.error}")
+                )
+        _drop(shard, range_id, batch.done)
+        handled += len(batch.done)
         if retry:
             delay = backoff.failed()
             log.warning("OpenSearch deferred some documents; retrying in %.1fs", delay)
             return handled
         backoff.succeeded()
-        if len(rows) < BATCH:
-            return handled
+    return handled
 
 
 def forget_on_commit(execution_id: int) -> None:

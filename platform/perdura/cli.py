@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 
 
@@ -56,13 +57,26 @@ def _cmd_api(args: argparse.Namespace) -> None:
     _django()
     from engine.api import server as api_server
     from engine.api.listener import start_listener
+    from perdura import shutdown
 
     async def main() -> None:
         server = api_server.build(f"{args.ip}:{args.port}", db_threads=args.db_threads)
         await server.start()
         start_listener()
+        stop = asyncio.Event()
+
+        def request_stop() -> None:
+            if not stop.is_set():
+                stop.set()
+                shutdown.arm_watchdog("perdura api")
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, request_stop)
         print(f"Perdura API on {args.ip}:{args.port}", flush=True)
-        await server.wait_for_termination()
+        await stop.wait()
+        # Calls in flight (long polls included) get a few seconds; new ones are refused meanwhile.
+        await server.stop(grace=3)
 
     asyncio.run(main())
 
@@ -78,6 +92,10 @@ def _cmd_web(args: argparse.Namespace) -> None:
 
 
 def _cmd_worker(args: argparse.Namespace) -> None:
+    # SIGTERM starts Celery's cold shutdown (not the warm one, which waits for running tasks however
+    # long they take): tasks get CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT to finish, then are cancelled
+    # and, being acks_late, redelivered; their rows are untouched. Read by billiard at import.
+    os.environ.setdefault("REMAP_SIGTERM", "SIGQUIT")
     from perdura.celery import app
 
     app.worker_main(["worker", "--loglevel", args.loglevel, "-c", str(args.concurrency), *args.extra])
@@ -166,6 +184,10 @@ def main(argv: list[str] | None = None) -> None:
     from perdura import export_cli
 
     export_cli.add_parsers(sub)
+
+    from perdura import shards_cli
+
+    shards_cli.add_parsers(sub)
 
     args = parser.parse_args(argv)
     args.func(args)

@@ -93,12 +93,23 @@ def _serve_web(host: str, port: int) -> _Web:
 
 async def serve(*, host: str, port: int, ui_port: int) -> None:
     from engine.api import server as api_server
+    from engine.shards import budget
     from engine.shards.loop import run_timer_loop
+    from perdura import shutdown
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def request_stop() -> None:
+        if stop.is_set():
+            return
+        # Shard passes end after the row in hand; whatever still hangs is cut by the watchdog.
+        budget.stop_requested.set()
+        stop.set()
+        shutdown.arm_watchdog("perdura dev")
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, request_stop)
     # SQLite has one writer: a single database thread queues work in Python instead of in
     # SQLite's busy handler, whose sleeps (up to 100 ms) would dominate latency under load.
     grpc_server = api_server.build(f"{host}:{port}", db_threads=1)
@@ -112,7 +123,10 @@ async def serve(*, host: str, port: int, ui_port: int) -> None:
     await stop.wait()
     print("Stopping...", flush=True)
     await grpc_server.stop(grace=2)
-    await timers
+    try:
+        await asyncio.wait_for(timers, timeout=3)
+    except TimeoutError:
+        log.warning("the timer loop did not finish its pass in time; stopping without it")
     if web is not None:
         web.shutdown()
 

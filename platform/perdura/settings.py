@@ -132,6 +132,11 @@ PERDURA_ORG_MAX_NAMESPACES = int(env.number("PERDURA_ORG_MAX_NAMESPACES", 10, in
 PERDURA_ORG_MAX_API_KEYS = int(env.number("PERDURA_ORG_MAX_API_KEYS", 100, integer=True))
 # How long audit entries are kept (days; 0: forever): `perdura audit prune` and beat delete older ones.
 PERDURA_AUDIT_RETENTION_DAYS = env.audit_retention_days()
+# Shard queue rows (timers, transfers, visibility, schedule ticks) whose processing raises are retried
+# with backoff (1 s doubling to 5 min) and parked after this many attempts (engine/shards/parking.py).
+PERDURA_SHARD_MAX_ATTEMPTS = int(env.number("PERDURA_SHARD_MAX_ATTEMPTS", 10, integer=True))
+# Celery's cold shutdown (SIGTERM, see `perdura worker`) lets running tasks finish this long first.
+CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = 2.0
 
 # The web app (`perdura web`, and the UI port of `perdura dev`): accounts, the REST API (tenants/rest/).
 AUTHENTICATION_BACKENDS = [

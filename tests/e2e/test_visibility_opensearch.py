@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sqlite3
 import time
 import uuid
@@ -46,6 +47,8 @@ def os_server(tmp_path_factory, proxy):
         "PERDURA_OPENSEARCH_URL": proxy.url,
         "PERDURA_OPENSEARCH_INDEX": index,
         "PERDURA_OPENSEARCH_REPLICAS": "0",
+        # Few attempts: were an outage charged to the rows, they would be parked within the outage test.
+        "PERDURA_SHARD_MAX_ATTEMPTS": "2",
     }
     with servers.dev_server(tmp_path_factory.mktemp("dev-opensearch"), env=env) as running:
         yield running
@@ -96,8 +99,14 @@ async def _start(client: Client, task_queue: str, n: int, *, wait_from: int) -> 
 
 def _pending_transfers(server: servers.Running) -> int:
     """VISIBILITY transfer rows still waiting for OpenSearch, read from the dev server's SQLite file."""
+    return int(_sql(server, "SELECT COUNT(*) FROM engine_transfer WHERE kind = 7")[0][0])
+
+
+def _sql(server: servers.Running, query: str, params: tuple = ()) -> list[tuple]:
     with contextlib.closing(sqlite3.connect(server.db_file, timeout=10)) as db:
-        return int(db.execute("SELECT COUNT(*) FROM engine_transfer WHERE kind = 7").fetchone()[0])
+        rows = db.execute(query, params).fetchall()
+        db.commit()
+        return rows
 
 
 def _ids(client: Client, query: str) -> Callable[[], Awaitable[set[str]]]:
@@ -155,8 +164,11 @@ async def test_outage_loses_nothing_and_reindex_rebuilds(os_client, os_server, p
         try:
             handles = await _start(os_client, task_queue, 3, wait_from=3)
             assert [await h.result() for h in handles] == ["ok"] * 3
-            await asyncio.sleep(1.5)  # a few shard loop passes, all failing
+            await asyncio.sleep(4)  # shard loop passes failing with the backoff at 0.5, 1, 2 s
             assert _pending_transfers(os_server) > 0
+            # An outage is no row's fault: nothing is charged, nothing parked, however long it lasts.
+            charged = "SELECT COUNT(*) FROM engine_transfer WHERE kind = 7 AND (failures > 0 OR parked_at IS NOT NULL)"
+            assert _sql(os_server, charged) == [(0,)]
         finally:
             proxy.up()
         ids = {h.id for h in handles}
@@ -168,3 +180,62 @@ async def test_outage_loses_nothing_and_reindex_rebuilds(os_client, os_server, p
     assert "indexed" in out
     assert await eventually(_ids(os_client, query), ids) == ids
     assert (await os_client.count_workflows(scope)).count == 3
+
+
+async def test_a_run_that_cannot_be_indexed_is_parked_and_the_others_are_indexed(os_client, os_server):
+    """A visibility row whose record cannot be turned into a document (its custom attributes a list, not
+    an object, in the database) fails on its own: it is charged, parked after its attempts, listed by `perdura shards
+    parked`, and redriven once repaired; the other runs are indexed meanwhile."""
+    task_queue = f"tq-{uuid.uuid4()}"
+    scope = f"TaskQueue = '{task_queue}'"
+    async with Worker(os_client, task_queue=task_queue, workflows=[vw.TaggedWorkflow]):
+        (first,) = await _start(os_client, task_queue, 1, wait_from=0)
+        # Its upsert indexed: the run now waits for a signal and writes no record until then.
+        upserted = f"{scope} AND PerduraTags = 'upserted'"
+        assert await eventually(_ids(os_client, upserted), {first.id}) == {first.id}
+        ((execution_id, shard),) = _sql(
+            os_server,
+            "SELECT id, shard FROM engine_execution WHERE workflow_id = %s".replace("%s", "?"),
+            (first.id,),
+        )
+        ((custom,),) = _sql(
+            os_server,
+            "SELECT custom FROM visibility_visibilityrecord WHERE execution_id = ?",
+            (execution_id,),
+        )
+        _sql(
+            os_server,
+            "UPDATE visibility_visibilityrecord SET custom = '[1]' WHERE execution_id = ?",
+            (execution_id,),
+        )
+        _sql(
+            os_server,
+            "INSERT INTO engine_transfer (shard, execution_id, kind, event_id, details, created_at) "
+            "VALUES (?, ?, 7, 0, x'', '2020-01-01 00:00:00.000000')",
+            (shard, execution_id),
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            out = os_server.cli("shards", "parked", "--namespace", "default", "--json")
+            if first.id in out or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.3)
+        (row,) = [json.loads(line) for line in out.splitlines() if first.id in line]
+        assert (row["queue"], row["attempts"]) == ("visibility", 2)
+        assert row["last_error"].startswith("AttributeError")
+        # Meanwhile other runs are indexed as usual.
+        (second,) = await _start(os_client, task_queue, 1, wait_from=0)
+        assert await eventually(_ids(os_client, upserted), {first.id, second.id}) == {first.id, second.id}
+
+        _sql(
+            os_server,
+            "UPDATE visibility_visibilityrecord SET custom = ? WHERE execution_id = ?",
+            (custom, execution_id),
+        )
+        assert os_server.cli("shards", "redrive", row["id"]).startswith("1 parked rows")
+        for handle in (first, second):
+            await handle.signal(vw.TaggedWorkflow.finish)
+            await handle.result()
+        done = f"{scope} AND ExecutionStatus = 'Completed'"
+        assert await eventually(_ids(os_client, done), {first.id, second.id}) == {first.id, second.id}
+    assert _sql(os_server, "SELECT COUNT(*) FROM engine_transfer WHERE parked_at IS NOT NULL") == [(0,)]
