@@ -92,6 +92,11 @@ def _cmd_web(args: argparse.Namespace) -> None:
 
 
 def _cmd_worker(args: argparse.Namespace) -> None:
+    from perdura import supervise
+
+    if not supervise.is_child():
+        # The Celery worker runs as a child, started again if it dies (see perdura/supervise.py).
+        raise SystemExit(supervise.run(supervise.main_argv()))
     # SIGTERM starts Celery's cold shutdown (not the warm one, which waits for running tasks however
     # long they take): tasks get CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT to finish, then are cancelled
     # and, being acks_late, redelivered; their rows are untouched. Read by billiard at import.

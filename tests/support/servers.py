@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -65,7 +66,8 @@ class Running:
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
     def replica(self, name: str = "api-2") -> str:
@@ -93,14 +95,23 @@ class Running:
         return done.stdout
 
     def kill(self, name: str) -> None:
-        """kill -9 one process (crash tests)."""
-        self.processes[name].kill()
-        self.processes[name].wait()
+        """kill -9 one process and everything it started, as a crashed host or container would lose them
+        (`perdura worker` is a supervisor whose Celery worker and pool are its children)."""
+        proc = self.processes[name]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
     def spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = self.logs.setdefault(name, Path(self.env["PERDURA_DATA_DIR"]) / f"{name}.log")
+        # A session of its own: `kill` reaches the process's children too.
         proc = subprocess.Popen(
-            [PERDURA, *args], env=self.env, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT
+            [PERDURA, *args],
+            env=self.env,
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            start_new_session=True,
         )
         self.processes[name] = proc
         return proc

@@ -1,0 +1,84 @@
+"""`perdura worker` keeps its Celery worker alive: the worker runs as a child and is started again when it dies
+of anything but a stop the supervisor asked for.
+
+Celery's Redis transport has a known failure on broker loss: when the connection drops while the worker
+holds unacknowledged messages (every timer wake-up waits in the worker, unacknowledged, until its ETA), it
+tries to put them back through the connection that just closed, raises, and the worker exits with
+"Unrecoverable error". The rows in the database are the truth and nothing is lost, but a worker that
+stays dead fires no timer until someone restarts it. Orchestrators restart dead processes too; this makes
+a Redis blip cost seconds, not an operator's page, wherever Perdura runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+log = logging.getLogger("perdura.worker")
+CHILD_ENV = "PERDURA_WORKER_CHILD"
+"""Set in the child's environment: the child runs Celery itself instead of supervising."""
+FIRST_DELAY, MAX_DELAY = 1.0, 30.0
+HEALTHY_SECONDS = 60.0
+"""A child that ran this long before dying starts again after FIRST_DELAY, not after a grown delay."""
+
+
+def is_child() -> bool:
+    return os.environ.get(CHILD_ENV) == "1"
+
+
+def restart_delay(previous: float, ran_for: float) -> float:
+    """The wait before the next start: doubling while the child keeps dying young, back to FIRST_DELAY
+    after a healthy run (pure, for the tests)."""
+    if ran_for >= HEALTHY_SECONDS:
+        return FIRST_DELAY
+    return min(max(previous * 2, FIRST_DELAY), MAX_DELAY)
+
+
+def run(argv: Sequence[str]) -> int:
+    """Run `argv` (this same command) as a child until asked to stop; returns the last child's status.
+
+    SIGTERM and SIGINT are passed on to the child, which stops as it would alone (within its bound), and
+    the supervisor then exits with the child's status instead of starting it again.
+    """
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s: %(levelname)s/supervisor] %(message)s")
+    stopping = False
+    child: subprocess.Popen[bytes] | None = None
+
+    def forward(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    delay = 0.0
+    while True:
+        started = time.monotonic()
+        child = subprocess.Popen(list(argv), env={**os.environ, CHILD_ENV: "1"})
+        status = child.wait()
+        if stopping:
+            return status
+        ran_for = time.monotonic() - started
+        delay = restart_delay(delay, ran_for)
+        log.error(
+            "the Celery worker exited with status %s after %.0fs; starting it again in %.0fs",
+            status,
+            ran_for,
+            delay,
+        )
+        deadline = time.monotonic() + delay
+        while not stopping and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if stopping:
+            return status
+
+
+def main_argv() -> list[str]:
+    """This process's own command line, to start the child with."""
+    return [sys.executable, "-m", "perdura.cli", *sys.argv[1:]]
