@@ -1,0 +1,110 @@
+"""Live hints for the console: "run changed", sent after commit to the console's websockets.
+
+Like wake-ups (notify.py) these are hints: a lost one costs the open page freshness, never correctness,
+since the page's consumer re-reads through the selectors and a reconnecting page re-reads everything.
+So the write path never waits for them: on commit a run's (namespace, row id) is queued in process
+memory, and a sender on its own event loop publishes the queue to the channel layer (Redis in
+production, so `perdura api` and the shard workers reach `perdura web`'s sockets). A burst of commits
+of one run is sent once. If Redis is down the hints are dropped, and the write path does not notice.
+
+In `perdura dev` the channel layer is process memory, whose queues belong to the web server's event
+loop: the console's consumers register that loop (`use_loop`) and the sender publishes on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+
+from django.conf import settings
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+_SEND_TIMEOUT = 5.0
+"""Seconds one batch may take (Redis unreachable): then it is dropped and the next batch tries again."""
+RUN_CHANGED = "run.changed"
+"""The message type; consumers handle it in `run_changed`."""
+
+
+def namespace_group(namespace_id: uuid.UUID | str) -> str:
+    """Every page that lists the namespace's runs."""
+    return f"ns.{uuid.UUID(str(namespace_id)).hex}"
+
+
+def run_group(namespace_id: uuid.UUID | str, execution_pk: int) -> str:
+    """Every page open on one run (the namespace is in the name so test databases sharing Redis, whose row
+    ids repeat, do not hear each other)."""
+    return f"run.{uuid.UUID(str(namespace_id)).hex}.{execution_pk}"
+
+
+class _Sender:
+    """Publishes queued hints from a daemon thread's loop (or the registered web loop)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: set[tuple[str, int]] = set()
+        self._scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._web_loop: asyncio.AbstractEventLoop | None = None
+
+    def use_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Publish on `loop` from now on (the web server's, for the in-memory layer)."""
+        self._web_loop = loop
+
+    def _target(self) -> asyncio.AbstractEventLoop | None:
+        if settings.PERDURA_LIVE == "memory":
+            # Only this process's web server has sockets to reach; none yet means nobody is listening.
+            return self._web_loop
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="perdura-live", daemon=True).start()
+            self._loop = loop
+        return self._loop
+
+    def send(self, namespace_id: uuid.UUID | str, execution_pk: int) -> None:
+        if settings.PERDURA_LIVE == "off":
+            return
+        with self._lock:
+            self._pending.add((str(namespace_id), execution_pk))
+            if self._scheduled:
+                return
+            loop = self._target()
+            if loop is None or loop.is_closed():
+                self._pending.clear()
+                return
+            self._scheduled = True
+        loop.call_soon_threadsafe(lambda: loop.create_task(self._flush()))
+
+    async def _flush(self) -> None:
+        from channels.layers import get_channel_layer
+
+        with self._lock:
+            batch, self._pending, self._scheduled = self._pending, set(), False
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        try:
+            await asyncio.wait_for(self._publish(layer, batch), timeout=_SEND_TIMEOUT)
+        except Exception:  # a hint: never worth more than a log line
+            log.warning("console live hints dropped", exc_info=True)
+
+    @staticmethod
+    async def _publish(layer: object, batch: set[tuple[str, int]]) -> None:
+        namespaces: set[str] = set()
+        for namespace_id, pk in batch:
+            message = {"type": RUN_CHANGED, "run": pk}
+            await layer.group_send(run_group(namespace_id, pk), message)  # type: ignore[attr-defined]
+            if namespace_id not in namespaces:
+                namespaces.add(namespace_id)
+                await layer.group_send(namespace_group(namespace_id), message)  # type: ignore[attr-defined]
+
+
+sender = _Sender()
+
+
+def run_changed_on_commit(*, namespace_id: uuid.UUID | str, execution_pk: int) -> None:
+    """Tell the console's open pages, once the current transaction commits, that the run changed."""
+    transaction.on_commit(lambda: sender.send(namespace_id, execution_pk))
