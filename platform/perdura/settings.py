@@ -158,8 +158,15 @@ CHANNEL_LAYERS = {
         if PERDURA_LIVE != "redis"
         else {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # Hints are worth little after a few seconds: small queues that expire fast.
-            "CONFIG": {"hosts": [PERDURA_REDIS_URL], "prefix": "perdura-live", "expiry": 10, "capacity": 100},
+            # Hints are worth little after a few seconds: small queues that expire fast. The socket timeout
+            # must outlast the layer's 5 s blocking reads (redis-py 8 defaults to 5 s: every idle socket's
+            # read would time out and close it).
+            "CONFIG": {
+                "hosts": [{"address": PERDURA_REDIS_URL, "socket_timeout": 15}],
+                "prefix": "perdura-live",
+                "expiry": 10,
+                "capacity": 100,
+            },
         }
     )
 }

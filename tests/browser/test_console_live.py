@@ -26,6 +26,49 @@ LIVE_OPEN = "[data-live][data-state=open]"
 SIGNALS = int(os.environ.get("PERDURA_LIVE_SIGNALS", "50"))
 
 
+OBSERVE_SIGNALS = r"""(prefix) => {
+  window.__seen = {};
+  const pattern = new RegExp(prefix + "-(\\d+)\\b");
+  new MutationObserver(() => {
+    document.querySelectorAll("#history .esum").forEach((el) => {
+      const m = pattern.exec(el.textContent);
+      if (m && !(m[1] in window.__seen)) window.__seen[m[1]] = Date.now();
+    });
+  }).observe(document.getElementById("main"), { childList: true, subtree: true, characterData: true });
+}"""
+
+
+async def signal_latencies(page, handle, *, prefix: str, count: int, on_each=None) -> list[float]:
+    """Milliseconds from each signal RPC's return to its event's row in the page, by the system clock that
+    the test and the browser share (a MutationObserver notes when each row appears). Signals are 250 ms
+    apart, a run that gets a few events a second: back to back, each would land in the consumer's
+    coalescing window (renders start 200 ms apart at most) and measure that instead."""
+    await page.evaluate(OBSERVE_SIGNALS, prefix)
+    latencies = []
+    for n in range(count):
+        await handle.signal(f"{prefix}-{n}", n)
+        returned = time.time() * 1000
+        await page.wait_for_function(
+            "(n) => window.__seen && n in window.__seen", arg=n, polling=20, timeout=10_000
+        )
+        latencies.append(await page.evaluate("(n) => window.__seen[n]", n) - returned)
+        if on_each is not None:
+            await on_each(n)
+        await asyncio.sleep(0.25)
+    return latencies
+
+
+def latency_figures(latencies: list[float], *, mode: str) -> dict[str, object]:
+    ordered = sorted(latencies)
+    return {
+        "signals": len(ordered),
+        "p50_ms": round(statistics.median(ordered), 1),
+        "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 1),
+        "max_ms": round(ordered[-1], 1),
+        "mode": mode,
+    }
+
+
 async def mark_no_reload(page) -> None:
     """A flag in the page's window: it survives only if the page is never reloaded or navigated."""
     await page.evaluate("window.__noReload = 1")
@@ -93,32 +136,12 @@ async def test_run_history_grows_live_as_signals_arrive(
     await history.locator("ol.full > li").first.locator("summary").first.click()
     opened = await history.locator("ol.full > li").first.get_attribute("id")
     await mark_no_reload(page)
-    # Record when each signal's row first appears, by the same clock as the test's (the system's).
-    await page.evaluate(
-        """() => {
-          window.__seen = {};
-          new MutationObserver(() => {
-            document.querySelectorAll("#history .esum").forEach((el) => {
-              const m = /lat-(\\d+)/.exec(el.textContent);
-              if (m && !(m[1] in window.__seen)) window.__seen[m[1]] = Date.now();
-            });
-          }).observe(document.getElementById("main"), { childList: true, subtree: true, characterData: true });
-        }"""
-    )
 
-    latencies = []
-    for n in range(SIGNALS):
-        await handle.signal(f"lat-{n}", n)
-        returned = time.time() * 1000
-        await page.wait_for_function(
-            "(n) => window.__seen && n in window.__seen", arg=n, polling=20, timeout=10_000
-        )
-        latencies.append(await page.evaluate("(n) => window.__seen[n]", n) - returned)
-        # A run that gets a few events a second: back to back, each signal would land in the consumer's
-        # coalescing window (renders start 200 ms apart at most) and measure that instead.
-        await asyncio.sleep(0.25)
+    async def check_open(n: int) -> None:
         if n == 2:  # still on the first page (100 events), the event opened before stays open
             await expect(page.locator(f"#{opened} > details")).to_have_attribute("open", "")
+
+    latencies = await signal_latencies(page, handle, prefix="lat", count=SIGNALS, on_each=check_open)
     await expect(history.locator("h2 .count")).not_to_have_text("")
     await expect(history.locator("ol.full > li").first).to_contain_text(
         "WorkflowTaskCompleted", timeout=5_000
@@ -138,14 +161,7 @@ async def test_run_history_grows_live_as_signals_arrive(
     assert watch.errors == []
     await page.screenshot(path=screenshot_path("run-live"), full_page=False)
 
-    latencies.sort()
-    figures = {
-        "signals": len(latencies),
-        "p50_ms": round(statistics.median(latencies), 1),
-        "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 1),
-        "max_ms": round(latencies[-1], 1),
-        "mode": "perdura dev (in-memory channel layer)",
-    }
+    figures = latency_figures(latencies, mode="perdura dev (in-memory channel layer)")
     OUTPUT.mkdir(parents=True, exist_ok=True)
     (OUTPUT / "live-latency-dev.json").write_text(json.dumps(figures, indent=2))
     print("live latency, signal RPC return -> DOM:", figures)
