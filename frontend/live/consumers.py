@@ -112,13 +112,20 @@ class _PageConsumer(AsyncWebsocketConsumer):
         """The page says what it shows (`{"search": location.search}`): on open (which re-reads whatever
         changed before the socket joined its groups) and after htmx paging."""
         try:
-            search = json.loads(text_data or "{}").get("search", "")
+            told = json.loads(text_data or "{}")
+            search, version = told.get("search", ""), told.get("version")
         except (ValueError, AttributeError):
             return
-        if isinstance(search, str) and len(search) <= MAX_SEARCH:
-            self.params = QueryDict(search.removeprefix("?"))
-            self.last = ""
+        if not isinstance(search, str) or len(search) > MAX_SEARCH:
+            return
+        self.params = QueryDict(search.removeprefix("?"))
+        self.last = ""
+        if not await database_sync_to_async(self._current)(version):
             self._changed()
+
+    def _current(self, version: object) -> bool:
+        """The page shows the data as it is now (so the first re-read of a big run page is skipped)."""
+        return False
 
     async def run_changed(self, event: dict) -> None:
         self._changed()
@@ -179,7 +186,12 @@ class RunConsumer(_PageConsumer):
             )
         except NotFound:
             raise Http404("workflow run not found") from None
+        self.execution_pk = run.execution.pk
         return [live.run_group(ns.id, run.execution.pk)]
+
+    def _current(self, version: object) -> bool:
+        # The groups were joined before this check: a change after it sends a hint.
+        return version is not None and str(console_reads.run_version(self.execution_pk)) == str(version)
 
     def _render(self, viewer: Viewer) -> str:
         context = runs.run_context(viewer, params=self.params, **self.kwargs)

@@ -258,5 +258,6 @@ def run_context(
         "pending_activities": _pending_activities(run.describe),
         "pending_children": list(run.describe.pending_children),
         "history": shown_history,
+        "live_version": run.execution.db_version,
     }
     return context

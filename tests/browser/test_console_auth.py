@@ -4,6 +4,7 @@ and another tenant's run URL answers 404, like a run that does not exist."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import secrets
@@ -159,13 +160,20 @@ async def test_live_updates_travel_from_api_to_web_through_redis(production_web,
 
     page = await cy.new_page()
     watch = PageWatch(page)
+    await page.add_init_script(
+        "window.__renders = 0; document.addEventListener('perdura:live', () => { window.__renders++; });"
+    )
     await page.goto(url)
     await expect(page.locator("[data-live][data-state=open]")).to_have_count(1)
+    # The page tells the version it shows; the run has not changed since, so nothing is re-read or sent.
+    await asyncio.sleep(1)
+    assert await page.evaluate("window.__renders") == 0
     await page.evaluate("window.__noReload = 1")
     history = page.locator("#history")
     await expect(history.locator("h2 .count")).to_have_text("2")
     latencies = await signal_latencies(page, handle, prefix="prod", count=SIGNALS_PRODUCTION)
     await expect(history.locator("h2 .count")).to_have_text(str(2 + SIGNALS_PRODUCTION))
+    assert await page.evaluate("window.__renders") >= SIGNALS_PRODUCTION
     assert await page.evaluate("window.__noReload") == 1
     assert watch.errors == []
     figures = latency_figures(latencies, mode="production: perdura api -> Redis channel layer -> perdura web")

@@ -28,8 +28,11 @@
     const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + marker.dataset.live;
     let socket = null;
     let delay = 500;
+    // The run page's version (of the run as last shown): the server skips the re-read when it is current.
     const tell = function () {
-      if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ search: location.search }));
+      if (!socket || socket.readyState !== WebSocket.OPEN) return;
+      const shown = document.querySelector("[data-version]");
+      socket.send(JSON.stringify({ search: location.search, version: shown ? shown.dataset.version : null }));
     };
     const apply = function (html) {
       const parsed = new DOMParser().parseFromString(html, "text/html");
