@@ -313,6 +313,12 @@ async def test_pending_activity_shows_attempt_and_last_failure(
         attempt = int((await row.locator("td").nth(2).inner_text()).split()[0])
         assert attempt >= 3
         await expect(row.locator(".error")).to_have_text(f"card declined: {XSS}")
+        # Retries change no history, only the run's state: the attempt still counts up live.
+        await page.evaluate("window.__noReload = 1")
+        await expect(row.locator("td").nth(2)).not_to_have_text(str(attempt))
+        later = int((await row.locator("td").nth(2).inner_text()).split()[0])
+        assert later > attempt
+        assert await page.evaluate("window.__noReload") == 1
         assert await page.evaluate("window.__xss") is None
         assert await page.locator("img[src=x]").count() == 0
         assert watch.errors == []
