@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 _SEND_TIMEOUT = 5.0
 """Seconds one batch may take (Redis unreachable): then it is dropped and the next batch tries again."""
+_CONCURRENT_SENDS = 16
 RUN_CHANGED = "run.changed"
 """The message type; consumers handle it in `run_changed`."""
 
@@ -93,13 +94,18 @@ class _Sender:
 
     @staticmethod
     async def _publish(layer: object, batch: set[tuple[str, int]]) -> None:
+        sends: list[tuple[str, dict]] = []
         namespaces: set[str] = set()
         for namespace_id, pk in batch:
             message = {"type": RUN_CHANGED, "run": pk}
-            await layer.group_send(run_group(namespace_id, pk), message)  # type: ignore[attr-defined]
-            if namespace_id not in namespaces:
+            sends.append((run_group(namespace_id, pk), message))
+            if namespace_id not in namespaces:  # one hint per namespace and batch: the list re-reads all
                 namespaces.add(namespace_id)
-                await layer.group_send(namespace_group(namespace_id), message)  # type: ignore[attr-defined]
+                sends.append((namespace_group(namespace_id), message))
+        # A few at once (each is a few Redis round trips), never one connection per hint.
+        for start in range(0, len(sends), _CONCURRENT_SENDS):
+            chunk = sends[start : start + _CONCURRENT_SENDS]
+            await asyncio.gather(*(layer.group_send(group, message) for group, message in chunk))  # type: ignore[attr-defined]
 
 
 sender = _Sender()
