@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from importlib import import_module
 from types import SimpleNamespace
 from urllib.parse import urlsplit
@@ -64,6 +65,12 @@ def viewer_of_scope(scope: dict) -> Viewer | None:
     return viewer_of(user=user, address=client[0] or "", host=_headers(scope).get("host", ""))
 
 
+def _in_thread(function: Callable) -> Callable:
+    """Run `function` on a pooled thread: the default (thread-sensitive) would put every socket's renders
+    of the process on one shared thread, one after the other."""
+    return database_sync_to_async(function, thread_sensitive=False)
+
+
 class _PageConsumer(AsyncWebsocketConsumer):
     def _groups(self, viewer: Viewer) -> list[str]:
         """The groups to join. Raises Http404 when the viewer may not see the page."""
@@ -83,7 +90,7 @@ class _PageConsumer(AsyncWebsocketConsumer):
         if not same_origin(self.scope):
             await self.close(code=REFUSED)
             return
-        joined = await database_sync_to_async(self._authorised_groups)()
+        joined = await _in_thread(self._authorised_groups)()
         if not joined:
             await self.close(code=REFUSED)
             return
@@ -120,7 +127,7 @@ class _PageConsumer(AsyncWebsocketConsumer):
             return
         self.params = QueryDict(search.removeprefix("?"))
         self.last = ""
-        if not await database_sync_to_async(self._current)(version):
+        if not await _in_thread(self._current)(version):
             self._changed()
 
     def _current(self, version: object) -> bool:
@@ -140,7 +147,11 @@ class _PageConsumer(AsyncWebsocketConsumer):
         while self.dirty:
             self.dirty = False
             started = loop.time()
-            html = await database_sync_to_async(self._render_now)()
+            try:
+                html = await _in_thread(self._render_now)()
+            except Exception:  # e.g. the database is away: this update is lost, the next hint tries again
+                log.warning("console live render failed", exc_info=True)
+                html = ""
             if html is None:
                 await self.close(code=REFUSED)
                 return
