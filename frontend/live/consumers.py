@@ -4,8 +4,8 @@ A page opens `/live<its path>` and tells the consumer what it shows (its query s
 paging). The consumer joins the channel group of the namespace (list) or the run (engine/live.py
 publishes "run changed" there after commit) and, on each hint, re-reads through the same code as the
 page (frontend/views) and sends the rendered parts; console.js puts each in place of the element with
-its id. Hints are coalesced: at most one render per MIN_INTERVAL per socket, and never two at once.
-Every render re-reads the session and the viewer's roles, so a sign-out or a lost role stops the
+its id. Hints are coalesced: at most one render per MIN_INTERVAL per socket (longer after a slow render),
+and never two at once. Every render re-reads the session and the viewer's roles, so a sign-out or a lost role stops the
 updates as it stops the pages. A connection is refused, as a page is answered 404 or sent to sign
 in, for a namespace or run the viewer may not see, and when its Origin is not the page's own host
 (another site's page cannot open a socket with the person's cookies).
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 MIN_INTERVAL = 0.2
 """Seconds between two renders of one socket: a busy namespace costs each open list five renders a second
 at most, however many runs change."""
+SLOW_RENDER_REST = 2.0
 MAX_SEARCH = 4096
 REFUSED = 4403
 
@@ -158,8 +159,11 @@ class _PageConsumer(AsyncWebsocketConsumer):
             if html and html != self.last:
                 self.last = html
                 await self.send(text_data=html)
-            # Renders start MIN_INTERVAL apart at most; hints meanwhile are coalesced into the next one.
-            await asyncio.sleep(max(MIN_INTERVAL - (loop.time() - started), 0))
+            # Renders start MIN_INTERVAL apart at least, and a slow one (the compact view of a long
+            # history) is followed by twice its time of rest, so one socket keeps a thread busy a third of
+            # the time at most. Hints meanwhile are coalesced into the next render.
+            took = loop.time() - started
+            await asyncio.sleep(max(MIN_INTERVAL - took, SLOW_RENDER_REST * took))
 
     def _render_now(self) -> str | None:
         viewer = viewer_of_scope(self.scope)
