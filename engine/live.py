@@ -41,6 +41,33 @@ def run_group(namespace_id: uuid.UUID | str, execution_pk: int) -> str:
     return f"run.{uuid.UUID(str(namespace_id)).hex}.{execution_pk}"
 
 
+_VERSION_KEY = "perdura-live:namespace-version:"
+_VERSION_TTL = 7 * 24 * 3600
+_memory_versions: dict[str, int] = {}
+_redis_client: object | None = None
+
+
+def namespace_version(namespace_id: uuid.UUID | str) -> str | None:
+    """A counter of the namespace's published hints (None when unknown). A list page shows the version it
+    read before its rows, and its socket skips the first re-read when the version has not moved: the
+    sender bumps it before publishing, so a change the page did not see always moves it or sends a hint."""
+    key = uuid.UUID(str(namespace_id)).hex
+    if settings.PERDURA_LIVE == "memory":
+        return str(_memory_versions.get(key, 0))
+    if settings.PERDURA_LIVE != "redis":
+        return None
+    global _redis_client
+    try:
+        import redis
+
+        if _redis_client is None:
+            _redis_client = redis.Redis.from_url(settings.PERDURA_REDIS_URL, socket_timeout=1)
+        value = _redis_client.get(_VERSION_KEY + key)  # type: ignore[attr-defined]
+    except Exception:  # Redis away: the socket re-reads, as without versions
+        return None
+    return value.decode() if value else "0"
+
+
 class _Sender:
     """Publishes queued hints from a daemon thread's loop (or the registered web loop)."""
 
@@ -50,6 +77,7 @@ class _Sender:
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._web_loop: asyncio.AbstractEventLoop | None = None
+        self._redis: object | None = None
 
     def use_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Publish on `loop` from now on (the web server's, for the in-memory layer)."""
@@ -69,6 +97,9 @@ class _Sender:
         if settings.PERDURA_LIVE == "off":
             return
         with self._lock:
+            if settings.PERDURA_LIVE == "memory":
+                key = uuid.UUID(str(namespace_id)).hex
+                _memory_versions[key] = _memory_versions.get(key, 0) + 1
             self._pending.add((str(namespace_id), execution_pk))
             if self._scheduled:
                 return
@@ -92,8 +123,21 @@ class _Sender:
         except Exception:  # a hint: never worth more than a log line
             log.warning("console live hints dropped", exc_info=True)
 
-    @staticmethod
-    async def _publish(layer: object, batch: set[tuple[str, int]]) -> None:
+    async def _bump_versions(self, namespaces: set[str]) -> None:
+        if settings.PERDURA_LIVE == "memory":
+            return  # bumped in send(): it counts also when no socket has registered its loop yet
+        keys = [uuid.UUID(n).hex for n in namespaces]
+        import redis.asyncio
+
+        if self._redis is None:
+            self._redis = redis.asyncio.Redis.from_url(settings.PERDURA_REDIS_URL, socket_timeout=5)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.incr(_VERSION_KEY + key)
+                pipe.expire(_VERSION_KEY + key, _VERSION_TTL)
+            await pipe.execute()
+
+    async def _publish(self, layer: object, batch: set[tuple[str, int]]) -> None:
         sends: list[tuple[str, dict]] = []
         namespaces: set[str] = set()
         for namespace_id, pk in batch:
@@ -102,6 +146,7 @@ class _Sender:
             if namespace_id not in namespaces:  # one hint per namespace and batch: the list re-reads all
                 namespaces.add(namespace_id)
                 sends.append((namespace_group(namespace_id), message))
+        await self._bump_versions(namespaces)
         # A few at once (each is a few Redis round trips), never one connection per hint.
         for start in range(0, len(sends), _CONCURRENT_SENDS):
             chunk = sends[start : start + _CONCURRENT_SENDS]

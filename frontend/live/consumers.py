@@ -180,7 +180,12 @@ class ListConsumer(_PageConsumer):
 
     def _groups(self, viewer: Viewer) -> list[str]:
         ns, _role = viewer.namespace(self.kwargs["namespace"])
+        self.namespace_id = ns.id
         return [live.namespace_group(ns.id)]
+
+    def _current(self, version: object) -> bool:
+        # The group was joined before this check: a change after it sends a hint.
+        return version is not None and live.namespace_version(self.namespace_id) == str(version)
 
     def _render(self, viewer: Viewer) -> str:
         context = workflows.list_context(viewer, namespace=self.kwargs["namespace"], params=self.params)

@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from engine import live
 from engine.services import console_reads
 from frontend import present
 from frontend.viewer import Viewer
@@ -98,6 +99,7 @@ def workflows(request: HttpRequest, viewer: Viewer, namespace: str) -> HttpRespo
 def list_context(viewer: Viewer, *, namespace: str, params: Mapping[str, str]) -> dict[str, object]:
     """Everything the list page shows, read now (the page, and its live updates). Raises Http404."""
     ns, _role = viewer.namespace(namespace)
+    live_version = live.namespace_version(ns.id)  # before the rows: see engine/live.py
     query = params.get("query", "")
     raw_token = params.get("next", "")
     problem = None
@@ -138,6 +140,7 @@ def list_context(viewer: Viewer, *, namespace: str, params: Mapping[str, str]) -
     ]
     context = base_context(viewer, namespace) | {
         "query": query,
+        "live_version": live_version,
         "problem": problem,
         "rows": rows,
         "total": total,

@@ -163,9 +163,20 @@ async def test_live_updates_travel_from_api_to_web_through_redis(production_web,
     await page.add_init_script(
         "window.__renders = 0; document.addEventListener('perdura:live', () => { window.__renders++; });"
     )
+    # The list: it tells the namespace's version it shows; nothing changed since, so nothing is re-read
+    # or sent; then a run started through `perdura api` appears.
+    await page.goto(base + "/namespaces/orders.initech/workflows")
+    await expect(page.locator("[data-live][data-state=open]")).to_have_count(1)
+    await asyncio.sleep(1)
+    assert await page.evaluate("window.__renders") == 0
+    await expect(page.locator("table.runs tbody tr")).to_have_count(1)
+    second = await client.start_workflow(
+        ConsoleOrder.run, {"customer": "Cy"}, id=f"{workflow_id}-2", task_queue="nobody-polls"
+    )
+    await expect(page.get_by_role("link", name=second.id, exact=True)).to_be_visible()
+    # The run page, likewise: the run has not changed since the page read it.
     await page.goto(url)
     await expect(page.locator("[data-live][data-state=open]")).to_have_count(1)
-    # The page tells the version it shows; the run has not changed since, so nothing is re-read or sent.
     await asyncio.sleep(1)
     assert await page.evaluate("window.__renders") == 0
     await page.evaluate("window.__noReload = 1")

@@ -80,3 +80,29 @@ def test_unreachable_redis_costs_the_writer_nothing(caplog):
             time.sleep(0.05)
         assert "console live hints dropped" in caplog.text
     channel_layers.backends.clear()
+
+
+def test_namespace_versions_move_before_hints():
+    """A list page skips its first re-read when the namespace's version has not moved since it read its
+    rows, so every change must move it: in `perdura dev` also before any socket registered its loop
+    (hints then go nowhere), and on Redis before the hint is published."""
+    namespace_id = uuid.uuid4()
+    with override_settings(PERDURA_LIVE="memory"):
+        sender = live._Sender()
+        assert live.namespace_version(namespace_id) == "0"
+        sender.send(namespace_id, 1)
+        assert live.namespace_version(namespace_id) == "1"
+    with override_settings(PERDURA_LIVE="off"):
+        assert live.namespace_version(namespace_id) is None
+
+
+async def test_redis_namespace_version_moves_with_the_hint(redis_layer):
+    sender = live._Sender()
+    namespace_id = uuid.uuid4()
+    listener = await redis_layer.new_channel()
+    await redis_layer.group_add(live.namespace_group(namespace_id), listener)
+    before = await asyncio.to_thread(live.namespace_version, namespace_id)
+    await asyncio.to_thread(sender.send, namespace_id, 3)
+    await asyncio.wait_for(redis_layer.receive(listener), 5)
+    after = await asyncio.to_thread(live.namespace_version, namespace_id)
+    assert (before, after) == ("0", "1")
