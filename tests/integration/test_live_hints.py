@@ -11,20 +11,17 @@ import uuid
 
 import pytest
 from channels.layers import channel_layers
-from django.conf import settings
 from django.test import override_settings
+from perdura import settings as production_settings
 
 from engine import live
 from tests.support import servers
 
 
 def _layer_settings(url: str) -> dict:
-    config = dict(settings.CHANNEL_LAYERS["default"])
-    if config["BACKEND"] != "channels_redis.core.RedisChannelLayer":
-        config = {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": url, "socket_timeout": 15}], "expiry": 10, "capacity": 100},
-        }
+    """Production's channel layer settings (the test process's own are in memory), on `url`."""
+    config = dict(production_settings.CHANNEL_LAYERS["default"])
+    assert config["BACKEND"] == "channels_redis.core.RedisChannelLayer"
     config["CONFIG"] = dict(config["CONFIG"], hosts=[dict(config["CONFIG"]["hosts"][0], address=url)])
     config["CONFIG"]["prefix"] = f"perdura-live-test-{uuid.uuid4().hex[:6]}"
     return {"default": config}
