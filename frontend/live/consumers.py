@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 MIN_INTERVAL = 0.2
 """Seconds between two renders of one socket: a busy namespace costs each open list five renders a second
 at most, however many runs change."""
+SLOW_RENDER = 0.5
+"""Seconds: a render this slow is a long history's, not a hiccup of a busy machine."""
 SLOW_RENDER_REST = 2.0
 MAX_SEARCH = 4096
 REFUSED = 4403
@@ -160,10 +162,11 @@ class _PageConsumer(AsyncWebsocketConsumer):
                 self.last = html
                 await self.send(text_data=html)
             # Renders start MIN_INTERVAL apart at least, and a slow one (the compact view of a long
-            # history) is followed by twice its time of rest, so one socket keeps a thread busy a third of
-            # the time at most. Hints meanwhile are coalesced into the next render.
+            # history) is followed by twice its time of rest, so such a socket keeps a thread busy a third
+            # of the time at most. Hints meanwhile are coalesced into the next render.
             took = loop.time() - started
-            await asyncio.sleep(max(MIN_INTERVAL - took, SLOW_RENDER_REST * took))
+            rest = SLOW_RENDER_REST * took if took > SLOW_RENDER else MIN_INTERVAL - took
+            await asyncio.sleep(max(rest, 0))
 
     def _render_now(self) -> str | None:
         viewer = viewer_of_scope(self.scope)

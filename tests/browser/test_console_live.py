@@ -38,7 +38,9 @@ OBSERVE_SIGNALS = r"""(prefix) => {
 }"""
 
 
-async def signal_latencies(page, handle, *, prefix: str, count: int, on_each=None) -> list[float]:
+async def signal_latencies(
+    page, handle, *, prefix: str, count: int, on_each=None, gap: float = 0.25
+) -> list[float]:
     """Milliseconds from each signal RPC's return to its event's row in the page, by the system clock that
     the test and the browser share (a MutationObserver notes when each row appears). Signals are 250 ms
     apart, a run that gets a few events a second: back to back, each would land in the consumer's
@@ -54,7 +56,7 @@ async def signal_latencies(page, handle, *, prefix: str, count: int, on_each=Non
         latencies.append(await page.evaluate("(n) => window.__seen[n]", n) - returned)
         if on_each is not None:
             await on_each(n)
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(gap)
     return latencies
 
 
