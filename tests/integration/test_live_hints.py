@@ -27,12 +27,19 @@ def _layer_settings(url: str) -> dict:
     return {"default": config}
 
 
+def _on_redis(url: str):
+    """Settings for hints on the Redis at `url` (the layer's and the namespace versions')."""
+    live._redis_client = None  # made on first use, for the URL of the time
+    return override_settings(PERDURA_LIVE="redis", PERDURA_REDIS_URL=url, CHANNEL_LAYERS=_layer_settings(url))
+
+
 @pytest.fixture
 def redis_layer():
-    with override_settings(PERDURA_LIVE="redis", CHANNEL_LAYERS=_layer_settings(servers.REDIS_URL)):
+    with _on_redis(servers.REDIS_URL):
         channel_layers.backends.clear()
         yield channel_layers.make_backend("default")
     channel_layers.backends.clear()
+    live._redis_client = None
 
 
 async def test_hints_reach_the_run_and_namespace_groups(redis_layer):
@@ -64,7 +71,7 @@ async def test_an_idle_listener_outlasts_redis_read_timeouts(redis_layer):
 
 def test_unreachable_redis_costs_the_writer_nothing(caplog):
     closed = f"redis://127.0.0.1:{servers.free_port()}/0"
-    with override_settings(PERDURA_LIVE="redis", CHANNEL_LAYERS=_layer_settings(closed)):
+    with _on_redis(closed):
         channel_layers.backends.clear()
         sender = live._Sender()
         caplog.set_level(logging.WARNING, logger="engine.live")
