@@ -28,10 +28,12 @@
     const url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + marker.dataset.live;
     let socket = null;
     let delay = 500;
-    // The run page's version (of the run as last shown): the server skips the re-read when it is current.
-    const tell = function () {
+    // The version shown (the run's, or the namespace's hint counter): the server skips the re-read when it
+    // is current. Not after a reconnect: hints may have been lost without moving the version meanwhile.
+    let opens = 0;
+    const tell = function (withVersion) {
       if (!socket || socket.readyState !== WebSocket.OPEN) return;
-      const shown = document.querySelector("[data-version]");
+      const shown = withVersion && document.querySelector("[data-version]");
       socket.send(JSON.stringify({ search: location.search, version: shown ? shown.dataset.version : null }));
     };
     const apply = function (html) {
@@ -51,7 +53,12 @@
     };
     const connect = function () {
       socket = new WebSocket(url);
-      socket.addEventListener("open", function () { delay = 500; marker.dataset.state = "open"; tell(); });
+      socket.addEventListener("open", function () {
+        delay = 500;
+        marker.dataset.state = "open";
+        opens += 1;
+        tell(opens === 1);
+      });
       socket.addEventListener("message", function (event) { apply(event.data); });
       socket.addEventListener("close", function () {
         socket = null;
@@ -60,7 +67,8 @@
         delay = Math.min(delay * 2, 30000);
       });
     };
-    document.body.addEventListener("htmx:pushedIntoHistory", tell);
+    document.body.addEventListener("htmx:pushedIntoHistory", function () { tell(true); });
+    document.body.addEventListener("htmx:historyRestore", function () { tell(false); });
     connect();
   }
   // A <details> by the nearest element with an id (an event) and its place there (the event or its raw JSON).
