@@ -9,6 +9,7 @@ import asyncio
 import http.client
 import json
 import os
+import re
 import statistics
 import time
 import uuid
@@ -249,3 +250,35 @@ def test_live_socket_checks_origin_and_loopback_host(console_dev):
     # DNS rebinding: the page of rebound.example, resolved to 127.0.0.1, is same-origin with itself.
     assert handshake(base, path, host="rebound.example", origin="http://rebound.example") == 403
     assert handshake(base, "/live/namespaces/nope/workflows", host=own, origin=f"http://{own}") == 403
+
+
+async def test_a_lost_update_is_read_again_when_the_page_reconnects(console_dev, dev_client, context):
+    """The first socket's messages are lost (a hint dropped, Redis away): the page shows nothing new,
+    which costs freshness only; when that socket drops, the page reconnects and re-reads the run."""
+    _, base = console_dev
+    handle = await dev_client.start_workflow(
+        "Idle", id=f"lost-{uuid.uuid4().hex[:6]}", task_queue="nobody-polls"
+    )
+    sockets = []
+
+    def route(ws) -> None:
+        server = ws.connect_to_server()
+        sockets.append(ws)
+        if len(sockets) == 1:
+            server.on_message(lambda message: None)  # what the server sends on this socket is lost
+
+    page = await context.new_page()
+    watch = PageWatch(page)
+    await page.route_web_socket(re.compile(r"/live/"), route)
+    await page.goto(run_url(base, handle.id, handle.result_run_id))
+    await expect(page.locator(LIVE_OPEN)).to_have_count(1)
+    await mark_no_reload(page)
+    await handle.signal("while-lost")
+    await asyncio.sleep(1)
+    assert await page.locator("ol.full > li", has_text="while-lost").count() == 0
+    await sockets[0].close()
+    await expect(page.locator("ol.full > li", has_text="while-lost")).to_have_count(1)
+    assert len(sockets) == 2
+    await assert_not_reloaded(page)
+    assert watch.errors == []
+    await handle.terminate("test over")
