@@ -42,8 +42,7 @@ class Viewer:
         return found
 
 
-def _loopback(request: HttpRequest) -> bool:
-    address = request.META.get("REMOTE_ADDR") or ""
+def _loopback(address: str) -> bool:
     try:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
@@ -53,11 +52,10 @@ def _loopback(request: HttpRequest) -> bool:
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
-def _loopback_host(request: HttpRequest) -> bool:
+def _loopback_host(host: str) -> bool:
     """The page was asked for by a loopback name. A page of another site whose name an attacker points
     at 127.0.0.1 (DNS rebinding) reaches the dev server from loopback too, but with its own name in Host;
     without this check it could read the operator's console."""
-    host = request.META.get("HTTP_HOST", "")
     name = host[1:].partition("]")[0] if host.startswith("[") else host.rpartition(":")[0] or host
     if name in _LOOPBACK_NAMES:
         return True
@@ -67,20 +65,18 @@ def _loopback_host(request: HttpRequest) -> bool:
         return False
 
 
-def dev_operator_allowed(request: HttpRequest) -> bool:
-    """True in `perdura dev` without `--require-auth`, for a browser on loopback that names a loopback host."""
+def dev_operator_allowed(*, address: str, host: str) -> bool:
+    """True in `perdura dev` without `--require-auth`, for a browser on loopback (`address`, the peer) that
+    names a loopback host (`host`, the Host header)."""
     return (
-        env.dev_mode()
-        and settings.PERDURA_AUTH == "loopback"
-        and _loopback(request)
-        and _loopback_host(request)
+        env.dev_mode() and settings.PERDURA_AUTH == "loopback" and _loopback(address) and _loopback_host(host)
     )
 
 
-def viewer_for(request: HttpRequest) -> Viewer | None:
-    """The viewer of this request, or None when they must sign in."""
-    user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated:
+def viewer_of(*, user: object, address: str, host: str) -> Viewer | None:
+    """The viewer behind a page request or a websocket (the same rules for both), or None when they must
+    sign in. `user` is Django's (anonymous when nobody signed in)."""
+    if user is not None and user.is_authenticated:  # type: ignore[attr-defined]
         namespaces: dict[str, tuple[Namespace, KeyRole]] = {}
         slugs = Membership.objects.filter(user=user).order_by("created_at", "id")
         for slug in slugs.values_list("organization__slug", flat=True):
@@ -89,10 +85,19 @@ def viewer_for(request: HttpRequest) -> Viewer | None:
                 continue
             for namespace, role in access.namespace_list(actor):
                 namespaces[namespace.name] = (namespace, role)
-        return Viewer(label=user.get_username(), namespaces=namespaces)
-    if dev_operator_allowed(request):
+        return Viewer(label=user.get_username(), namespaces=namespaces)  # type: ignore[attr-defined]
+    if dev_operator_allowed(address=address, host=host):
         everything = Namespace.objects.exclude(state=Namespace.State.DELETED).order_by("name")
         return Viewer(
             label="operator (dev)", namespaces={n.name: (n, KeyRole.ADMIN) for n in everything}, operator=True
         )
     return None
+
+
+def viewer_for(request: HttpRequest) -> Viewer | None:
+    """The viewer of this request, or None when they must sign in."""
+    return viewer_of(
+        user=getattr(request, "user", None),
+        address=request.META.get("REMOTE_ADDR") or "",
+        host=request.META.get("HTTP_HOST", ""),
+    )

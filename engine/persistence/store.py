@@ -9,7 +9,7 @@ from datetime import datetime
 from django.db import connection
 from temporalio.api.history.v1 import History, HistoryEvent
 
-from engine import notify
+from engine import live, notify
 from engine.errors import NotFound, Unavailable
 from engine.history import state as state_codec
 from engine.history.mutation import Mutation
@@ -172,6 +172,8 @@ def _execute_many(sql: str, rows: list[list[object]]) -> None:
 
 
 def _persist_derived(execution: Execution, m: Mutation) -> None:
+    # Also state-only changes (an activity's attempt, a heartbeat): the console's run page shows them.
+    live.run_changed_on_commit(namespace_id=execution.namespace_id, execution_pk=execution.pk)
     keys: dict[str, int] = {}
     if m.closed:
         keys[notify.closed_key(execution.pk)] = 1

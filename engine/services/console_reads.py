@@ -128,3 +128,9 @@ __all__ = [
     "run_list_page",
     "run_view",
 ]
+
+
+def run_version(execution_pk: int) -> int | None:
+    """The run's version (bumped by every committed mutation), None when it is gone: a live page that
+    shows this version has nothing to re-read."""
+    return Execution.objects.filter(pk=execution_pk).values_list("db_version", flat=True).first()

@@ -9,6 +9,7 @@ decrypted: a 10,000-event history costs one page per request. The compact view g
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse
@@ -91,9 +92,9 @@ def _pending_activities(describe: object) -> list[dict[str, object]]:
     return shown
 
 
-def _history_context(request: HttpRequest, run: console_reads.RunView, base: str) -> dict[str, object]:
-    view = "compact" if request.GET.get("view") == "compact" else "full"
-    order = "asc" if request.GET.get("order") == "asc" else "desc"
+def _history_context(params: Mapping[str, str], run: console_reads.RunView, base: str) -> dict[str, object]:
+    view = "compact" if params.get("view") == "compact" else "full"
+    order = "asc" if params.get("order") == "asc" else "desc"
     last = run.execution.next_event_id - 1
     links: dict[str, str] = {}
 
@@ -106,7 +107,7 @@ def _history_context(request: HttpRequest, run: console_reads.RunView, base: str
 
     if view == "compact":
         groups = history.compact_groups(console_reads.run_all_events(run.execution))
-        page = _int(request.GET.get("page"), 1) or 1
+        page = _int(params.get("page"), 1) or 1
         pages = max((len(groups) + PAGE_SIZE - 1) // PAGE_SIZE, 1)
         page = min(page, pages)
         if order == "desc":
@@ -129,7 +130,7 @@ def _history_context(request: HttpRequest, run: console_reads.RunView, base: str
             + "?"
             + urlencode({"view": view, "order": "asc" if order == "desc" else "desc"}),
         }
-    cursor = _int(request.GET.get("after"))
+    cursor = _int(params.get("after"))
     events = console_reads.run_events(
         run.execution, after_event_id=cursor, page_size=PAGE_SIZE, descending=order == "desc"
     )
@@ -162,25 +163,55 @@ def _history_context(request: HttpRequest, run: console_reads.RunView, base: str
     }
 
 
+def _run(ns_id: object, workflow_id: str, run_id: str) -> console_reads.RunView:
+    try:
+        return console_reads.run_view(namespace_id=ns_id, workflow_id=workflow_id, run_id=run_id)
+    except NotFound:
+        raise Http404("workflow run not found") from None
+
+
+def history_context(
+    viewer: Viewer, *, namespace: str, workflow_id: str, run_id: str, params: Mapping[str, str]
+) -> dict[str, object]:
+    """The history part alone (htmx paging). Raises Http404 as the page does."""
+    ns, _role = viewer.namespace(namespace)
+    run = _run(ns.id, workflow_id, run_id)
+    return _history_context(params, run, _base(namespace, workflow_id, run_id))
+
+
+def _base(namespace: str, workflow_id: str, run_id: str) -> str:
+    return reverse(
+        "console-run", kwargs={"namespace": namespace, "workflow_id": workflow_id, "run_id": run_id}
+    )
+
+
 @console_page
 def run_history(
     request: HttpRequest, viewer: Viewer, namespace: str, workflow_id: str, run_id: str
 ) -> HttpResponse:
-    ns, _role = viewer.namespace(namespace)
-    try:
-        run = console_reads.run_view(namespace_id=ns.id, workflow_id=workflow_id, run_id=run_id)
-    except NotFound:
-        raise Http404("workflow run not found") from None
-    base = reverse(
-        "console-run", kwargs={"namespace": namespace, "workflow_id": workflow_id, "run_id": run_id}
-    )
-    history_context = _history_context(request, run, base)
     if request.htmx and request.htmx.target == "history" and not request.htmx.history_restore_request:
         # Paging and the view toggles swap the history alone; a full page otherwise (also when htmx
         # restores history on Back, which needs the whole page).
-        response = render(request, "frontend/_history.html", {"h": history_context})
-        patch_vary_headers(response, ["HX-Request", "HX-Target"])
-        return response
+        h = history_context(
+            viewer, namespace=namespace, workflow_id=workflow_id, run_id=run_id, params=request.GET
+        )
+        response = render(request, "frontend/_history.html", {"h": h})
+    else:
+        context = run_context(
+            viewer, namespace=namespace, workflow_id=workflow_id, run_id=run_id, params=request.GET
+        )
+        response = render(request, "frontend/run.html", context)
+    patch_vary_headers(response, ["HX-Request", "HX-Target"])
+    return response
+
+
+def run_context(
+    viewer: Viewer, *, namespace: str, workflow_id: str, run_id: str, params: Mapping[str, str]
+) -> dict[str, object]:
+    """Everything the run page shows, read now (the page, and its live updates). Raises Http404."""
+    ns, _role = viewer.namespace(namespace)
+    run = _run(ns.id, workflow_id, run_id)
+    shown_history = _history_context(params, run, _base(namespace, workflow_id, run_id))
     info = run.describe.workflow_execution_info
     config = run.describe.execution_config
     start = present.when(info.start_time, info.HasField("start_time"))
@@ -226,8 +257,7 @@ def run_history(
         "memo": present.memo(info.memo),
         "pending_activities": _pending_activities(run.describe),
         "pending_children": list(run.describe.pending_children),
-        "history": history_context,
+        "history": shown_history,
+        "live_version": run.execution.db_version,
     }
-    response = render(request, "frontend/run.html", context)
-    patch_vary_headers(response, ["HX-Request", "HX-Target"])
-    return response
+    return context

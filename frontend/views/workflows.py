@@ -10,12 +10,14 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from engine import live
 from engine.services import console_reads
 from frontend import present
 from frontend.viewer import Viewer
@@ -90,9 +92,16 @@ def _counts(namespace_id: object, query: str) -> tuple[int | None, dict[str, int
 
 @console_page
 def workflows(request: HttpRequest, viewer: Viewer, namespace: str) -> HttpResponse:
+    context = list_context(viewer, namespace=namespace, params=request.GET)
+    return render(request, "frontend/workflows.html", context, status=400 if context["problem"] else 200)
+
+
+def list_context(viewer: Viewer, *, namespace: str, params: Mapping[str, str]) -> dict[str, object]:
+    """Everything the list page shows, read now (the page, and its live updates). Raises Http404."""
     ns, _role = viewer.namespace(namespace)
-    query = request.GET.get("query", "")
-    raw_token = request.GET.get("next", "")
+    live_version = live.namespace_version(ns.id)  # before the rows: see engine/live.py
+    query = params.get("query", "")
+    raw_token = params.get("next", "")
     problem = None
     rows: list = []
     next_token = b""
@@ -131,6 +140,7 @@ def workflows(request: HttpRequest, viewer: Viewer, namespace: str) -> HttpRespo
     ]
     context = base_context(viewer, namespace) | {
         "query": query,
+        "live_version": live_version,
         "problem": problem,
         "rows": rows,
         "total": total,
@@ -143,4 +153,4 @@ def workflows(request: HttpRequest, viewer: Viewer, namespace: str) -> HttpRespo
         if next_token
         else "",
     }
-    return render(request, "frontend/workflows.html", context, status=400 if problem else 200)
+    return context

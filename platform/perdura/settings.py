@@ -169,6 +169,28 @@ EMAIL_HOST_USER = os.environ.get("PERDURA_EMAIL_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("PERDURA_EMAIL_PASSWORD", "")
 EMAIL_USE_TLS = env.flag("PERDURA_EMAIL_TLS")
 DEFAULT_FROM_EMAIL = os.environ.get("PERDURA_EMAIL_FROM", "Perdura <noreply@localhost>")
+# The console's live updates (frontend/live/, engine/live.py): "run changed" hints travel from the processes
+# that commit runs (`perdura api`, the shard workers) to `perdura web`'s websockets through Redis; `perdura dev`
+# is one process, so process memory. `PERDURA_LIVE=memory|redis` overrides (`off`: no hints are sent).
+PERDURA_LIVE = os.environ.get("PERDURA_LIVE", "memory" if env.dev_mode() else "redis")
+CHANNEL_LAYERS = {
+    "default": (
+        {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"expiry": 10, "capacity": 100}}
+        if PERDURA_LIVE != "redis"
+        else {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # Hints are worth little after a few seconds: small queues that expire fast. The socket timeout
+            # must outlast the layer's 5 s blocking reads (redis-py 8 defaults to 5 s: every idle socket's
+            # read would time out and close it).
+            "CONFIG": {
+                "hosts": [{"address": PERDURA_REDIS_URL, "socket_timeout": 15}],
+                "prefix": "perdura-live",
+                "expiry": 10,
+                "capacity": 100,
+            },
+        }
+    )
+}
 # Login throttling and failed-key counting need one count across web replicas: Redis outside dev.
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},

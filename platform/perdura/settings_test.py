@@ -41,3 +41,7 @@ CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"},
 }
+# The console's live hints stay in the test process (no web server listens here; tests that need the
+# Redis layer configure it: tests/integration/test_live_hints.py).
+PERDURA_LIVE = "memory"
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

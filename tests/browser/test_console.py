@@ -313,6 +313,12 @@ async def test_pending_activity_shows_attempt_and_last_failure(
         attempt = int((await row.locator("td").nth(2).inner_text()).split()[0])
         assert attempt >= 3
         await expect(row.locator(".error")).to_have_text(f"card declined: {XSS}")
+        # Retries change no history, only the run's state: the attempt still counts up live.
+        await page.evaluate("window.__noReload = 1")
+        await expect(row.locator("td").nth(2)).not_to_have_text(str(attempt))
+        later = int((await row.locator("td").nth(2).inner_text()).split()[0])
+        assert later > attempt
+        assert await page.evaluate("window.__noReload") == 1
         assert await page.evaluate("window.__xss") is None
         assert await page.locator("img[src=x]").count() == 0
         assert watch.errors == []
@@ -334,7 +340,7 @@ async def test_api_docs_load_nothing_from_other_origins(console_dev, context):
 
 
 async def test_list_pages_stay_stable_while_runs_start(console_dev, dev_client, context):
-    """Page two is where page one's token says, even when new runs start in between (keyset paging)."""
+    """Page two is where page one's token says, and stays there while new runs start (keyset paging)."""
     _, base = console_dev
     queue = f"paging-{uuid.uuid4().hex[:6]}"
     handles = []
@@ -348,13 +354,24 @@ async def test_list_pages_stay_stable_while_runs_start(console_dev, dev_client, 
     await expect(page.locator(".pager")).to_contain_text("50 shown of 55")
     for n in range(55, 60):
         handles.append(await dev_client.start_workflow("Idle", id=f"{queue}-{n:02d}", task_queue=queue))
+    # Page one is live: the new runs appear on top, and its next link follows what it shows.
+    await expect(rows.first).to_contain_text(f"{queue}-59")
+    await expect(page.locator(".pager")).to_contain_text("50 shown of 60")
     await page.get_by_role("link", name="Next page »").click()
-    await expect(rows).to_have_count(5)
+    await expect(rows).to_have_count(10)
     assert [t.split("\t")[1] for t in await rows.all_inner_texts()] == [
-        f"{queue}-{n:02d}" for n in range(4, -1, -1)
+        f"{queue}-{n:02d}" for n in range(9, -1, -1)
+    ]
+    # Page two stays where its token says while more runs start; its live re-reads keep the token.
+    await expect(page.locator("[data-live][data-state=open]")).to_have_count(1)
+    for n in range(60, 63):
+        handles.append(await dev_client.start_workflow("Idle", id=f"{queue}-{n:02d}", task_queue=queue))
+    await expect(page.locator(".pager")).to_contain_text("10 shown of 63")
+    assert [t.split("\t")[1] for t in await rows.all_inner_texts()] == [
+        f"{queue}-{n:02d}" for n in range(9, -1, -1)
     ]
     await page.get_by_role("link", name="« First page").click()
-    await expect(rows.first).to_contain_text(f"{queue}-59")
+    await expect(rows.first).to_contain_text(f"{queue}-62")
     await asyncio.gather(*(h.terminate("test over") for h in handles))
 
 

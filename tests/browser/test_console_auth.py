@@ -4,6 +4,8 @@ and another tenant's run URL answers 404, like a run that does not exist."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import secrets
 import uuid
@@ -12,12 +14,14 @@ import pytest
 from playwright.async_api import expect
 from temporalio.client import Client
 
-from tests.browser.conftest import PageWatch
+from tests.browser.conftest import OUTPUT, PageWatch
 from tests.browser.test_console import run_url
+from tests.browser.test_console_live import latency_figures, signal_latencies
 from tests.browser.workflows import ConsoleOrder
 from tests.support import servers
 
 PASSWORD = "correct horse battery staple"
+SIGNALS_PRODUCTION = 50
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +34,9 @@ def production_web(tmp_path_factory: pytest.TempPathFactory):
         running.env["PERDURA_SECRET_KEY"] = secrets.token_urlsafe(40)
         # Sign-up confirmation links are read from the web log, as a person reads them from their mail.
         running.env["PERDURA_EMAIL_BACKEND"] = "django.core.mail.backends.console.EmailBackend"
+        # Sign-ups are throttled per address (20 an hour); counted in Redis, every run of this module on
+        # the machine's shared test Redis would count against the next. One web process: memory counts.
+        running.env["PERDURA_WEB_THROTTLE"] = "memory"
         port = servers.free_port()
         proc = running.spawn("web", ["web", "--ip", "127.0.0.1", "--port", str(port), "--workers", "1"])
         servers.wait_for_port(port, proc, running.logs["web"])
@@ -126,4 +133,82 @@ async def test_other_tenants_run_answers_404(production_web, browser):
     await page.get_by_role("button", name="Sign out").click()
     assert "/login/" in page.url
     for context in (ann, bob, anonymous):
+        await context.close()
+
+
+SOCKET_OUTCOME = """(path) => new Promise((resolve) => {
+  const socket = new WebSocket("ws://" + location.host + path);
+  socket.onopen = () => { socket.close(); resolve("open"); };
+  socket.onclose = () => resolve("refused");
+})"""
+
+
+async def test_live_updates_travel_from_api_to_web_through_redis(production_web, browser):
+    """`perdura api` commits the signal; the hint reaches `perdura web`'s socket through the Redis channel
+    layer and the open page shows the event, with no reload. Sockets obey the pages' rules: another
+    tenant's run and namespace are refused, and so is everything once the person signs out."""
+    running, base = production_web
+    cy = await signup(browser, running, base, "cy@initech.example", "initech")
+    dee = await signup(browser, running, base, "dee@umbrella.example", "umbrella")
+    client = await Client.connect(running.address, namespace="orders.initech")
+    workflow_id = f"initech-{uuid.uuid4().hex[:6]}"
+    handle = await client.start_workflow(
+        ConsoleOrder.run, {"customer": "Cy"}, id=workflow_id, task_queue="nobody-polls"
+    )
+    url = run_url(base, workflow_id, handle.result_run_id, namespace="orders.initech")
+    live_path = "/live" + url.removeprefix(base)
+
+    page = await cy.new_page()
+    watch = PageWatch(page)
+    await page.add_init_script(
+        "window.__renders = 0; document.addEventListener('perdura:live', () => { window.__renders++; });"
+    )
+    # The list: it tells the namespace's version it shows; nothing changed since, so nothing is re-read
+    # or sent; then a run started through `perdura api` appears.
+    await page.goto(base + "/namespaces/orders.initech/workflows")
+    await expect(page.locator("[data-live][data-state=open]")).to_have_count(1)
+    await asyncio.sleep(1)
+    assert await page.evaluate("window.__renders") == 0
+    await expect(page.locator("table.runs tbody tr")).to_have_count(1)
+    second = await client.start_workflow(
+        ConsoleOrder.run, {"customer": "Cy"}, id=f"{workflow_id}-2", task_queue="nobody-polls"
+    )
+    await expect(page.get_by_role("link", name=second.id, exact=True)).to_be_visible()
+    # The run page, likewise: the run has not changed since the page read it.
+    await page.goto(url)
+    await expect(page.locator("[data-live][data-state=open]")).to_have_count(1)
+    await asyncio.sleep(1)
+    assert await page.evaluate("window.__renders") == 0
+    await page.evaluate("window.__noReload = 1")
+    history = page.locator("#history")
+    await expect(history.locator("h2 .count")).to_have_text("2")
+    latencies = await signal_latencies(page, handle, prefix="prod", count=SIGNALS_PRODUCTION)
+    await expect(history.locator("h2 .count")).to_have_text(str(2 + SIGNALS_PRODUCTION))
+    assert await page.evaluate("window.__renders") >= SIGNALS_PRODUCTION
+    assert await page.evaluate("window.__noReload") == 1
+    assert watch.errors == []
+    figures = latency_figures(latencies, mode="production: perdura api -> Redis channel layer -> perdura web")
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    (OUTPUT / "live-latency-production.json").write_text(json.dumps(figures, indent=2))
+    print("live latency, signal RPC return -> DOM:", figures)
+    assert figures["p99_ms"] < 1500, figures
+
+    # Another tenant's run and namespace: refused, as their pages answer 404.
+    other = await dee.new_page()
+    await other.goto(base + "/namespaces/orders.umbrella/workflows")
+    assert await other.evaluate(SOCKET_OUTCOME, live_path) == "refused"
+    assert await other.evaluate(SOCKET_OUTCOME, "/live/namespaces/orders.initech/workflows") == "refused"
+    assert await other.evaluate(SOCKET_OUTCOME, "/live/namespaces/orders.umbrella/workflows") == "open"
+    # Signed out: the open page stops getting updates (its socket is closed at the next render and
+    # refused on reconnect), as its pages send the browser to sign in.
+    assert await page.evaluate(SOCKET_OUTCOME, live_path) == "open"
+    await cy.request.post(
+        base + "/logout/",
+        headers={"X-CSRFToken": next(c["value"] for c in await cy.cookies() if c["name"] == "csrftoken")},
+    )
+    assert await page.evaluate(SOCKET_OUTCOME, live_path) == "refused"
+    await handle.signal("after-logout")
+    await expect(page.locator("[data-live]")).to_have_attribute("data-state", "closed")
+    assert await history.locator("ol.full > li", has_text="after-logout").count() == 0
+    for context in (cy, dee):
         await context.close()
