@@ -291,15 +291,23 @@ def main() -> int:
         action="store_false",
         help="flood without the temporal-namespace header the SDKs send (the refusals' slower path)",
     )
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="more environment for the measured server (repeatable), e.g. PERDURA_LIVE=off to compare",
+    )
     parser.add_argument("--json", help="write the result here too")
     args = parser.parse_args()
+    server_env = dict(item.split("=", 1) for item in args.server_env)
 
     with tempfile.TemporaryDirectory(prefix="perdura-rl-bench-") as tmp, contextlib.ExitStack() as stack:
         if args.mode == "dev":
-            running = stack.enter_context(servers.dev_server(Path(tmp)))
+            running = stack.enter_context(servers.dev_server(Path(tmp), env=server_env))
         else:
             url = stack.enter_context(servers.postgres_database())
-            running = stack.enter_context(servers.production(Path(tmp), url))
+            running = stack.enter_context(servers.production(Path(tmp), url, env=server_env))
         elsewhere = None
         if args.elsewhere:
             other = Path(tmp) / "elsewhere"

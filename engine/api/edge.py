@@ -69,8 +69,17 @@ def guard(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
 class EdgeInterceptor(grpc.aio.ServerInterceptor):
     """Put first in the server's interceptors, so that its decoder is the one grpcio calls."""
 
+    def __init__(self) -> None:
+        self._guarded: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        """Each method's guarded handler, built once for the inner handler it wraps (which the inner
+        interceptors also build once per method), not once per call."""
+
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
             return handler  # not a unary method, or a refusal that never decodes the request
-        return guard(handler)
+        method = handler_call_details.method
+        cached = self._guarded.get(method)
+        if cached is None or cached[0] is not handler:
+            cached = self._guarded[method] = (handler, guard(handler))
+        return cached[1]
