@@ -80,6 +80,9 @@ def cap_duration(value: Duration) -> None:
         total = value.seconds * _NANOS + value.nanos
         whole, rest = divmod(abs(total), _NANOS)
         sign = -1 if total < 0 else 1
+        # Cap before writing back: seconds near int64's ends plus the folded nanos do not fit the field.
+        if whole > MAX_DURATION_SECONDS:
+            whole, rest = MAX_DURATION_SECONDS, 0
         value.seconds, value.nanos = sign * whole, sign * rest
     if value.seconds > MAX_DURATION_SECONDS or (value.seconds == MAX_DURATION_SECONDS and value.nanos > 0):
         value.seconds, value.nanos = MAX_DURATION_SECONDS, 0

@@ -12,7 +12,7 @@ from temporalio.api.command.v1 import Command
 from temporalio.api.enums.v1 import CommandType, WorkflowTaskFailedCause
 
 from engine.bounds import MAX_ID_LENGTH, duration_problem
-from engine.history import retry
+from engine.history import cron, retry
 from engine.history.errors import CommandFailure
 
 _Cause = WorkflowTaskFailedCause
@@ -69,6 +69,12 @@ def check(command: Command) -> None:
             f" WorkflowType={attrs.workflow_type.name[:100]}",
         )
         _retry_policy(cause, attrs)
+        if attrs.cron_schedule:
+            # The next run would compute its successor's start from it when it closes, and raise there.
+            try:
+                cron.validate(attrs.cron_schedule)
+            except cron.CronError as e:
+                raise CommandFailure(cause, f"Invalid CronSchedule: {e}") from None
     elif kind == CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
         upsert = command.upsert_workflow_search_attributes_command_attributes
         if not upsert.search_attributes.indexed_fields:

@@ -513,3 +513,28 @@ def test_status_messages_are_cut_to_fit_the_trailers(char):
     assert cut.endswith("… (truncated)")
     assert len(cut.removesuffix("… (truncated)").encode()) <= MAX_MESSAGE_BYTES
     assert cut.startswith("Namespace " + char * 10)
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_folding_nanos_into_seconds_at_int64s_end_caps_instead_of_overflowing(sign):
+    """seconds = ±(2**63 - 1) with nanos out of range: the fold used to write 2**63 into the int64 field
+    (ValueError, UNKNOWN to the client); a long fuzz campaign found it."""
+    value = Duration(seconds=sign * (2**63 - 1), nanos=sign * 1_500_000_000)
+    bounds.cap_duration(value)
+    assert (value.seconds, value.nanos) == (sign * bounds.MAX_DURATION_SECONDS, 0)
+
+
+def test_a_continue_as_new_with_an_invalid_cron_schedule_fails_the_task():
+    """Its next run would raise computing its successor's start when it closed (a long fuzz campaign found
+    the traceback); the command fails the task with its cause instead, as the schedule on a start is refused."""
+    command = Command(
+        command_type=CommandType.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION,
+        continue_as_new_workflow_execution_command_attributes=ContinueAsNewWorkflowExecutionCommandAttributes(
+            cron_schedule="' OR 1=1 --"
+        ),
+    )
+    with pytest.raises(CommandFailure, match="Invalid CronSchedule") as info:
+        command_bounds.check(command)
+    assert (
+        info.value.cause == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_CONTINUE_AS_NEW_ATTRIBUTES
+    )
