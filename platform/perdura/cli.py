@@ -176,7 +176,11 @@ def main(argv: list[str] | None = None) -> None:
     beat.add_argument("--schedule", help="beat's schedule file (default: under PERDURA_DATA_DIR)")
     beat.set_defaults(func=_cmd_beat)
 
-    sub.add_parser("masterkey", help="print a new random master key").set_defaults(func=_cmd_masterkey)
+    masterkey = sub.add_parser("masterkey", help="print a new random master key; `rotate` re-wraps data keys")
+    masterkey.set_defaults(func=_cmd_masterkey)
+    from perdura import keys_cli
+
+    keys_cli.add_masterkey_parsers(masterkey)
 
     from perdura import control
 
