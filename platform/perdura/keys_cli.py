@@ -10,32 +10,11 @@ import argparse
 import sys
 import time
 
+from perdura import progress
+
 COMMIT_MARGIN = 2.0
 """Seconds beyond PERDURA_DATAKEY_REFRESH_SECONDS: a write sealed just before a process refreshed commits
 within it."""
-
-
-class _Bar:
-    """One line on stderr: done/total, the rate and an ETA, redrawn at most 5 times a second."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.started = time.monotonic()
-        self.drawn = 0.0
-
-    def show(self, done: int, total: int, *, last: bool = False) -> None:
-        now = time.monotonic()
-        if not last and now - self.drawn < 0.2:
-            return
-        self.drawn = now
-        elapsed = max(now - self.started, 1e-6)
-        rate = done / elapsed
-        eta = f"{(total - done) / rate:.0f} s" if rate > 0 and total > done else "-"
-        share = f"{100 * done / total:.0f}%" if total else "100%"
-        sys.stderr.write(f"\r{self.what}: {done}/{total} ({share}), {rate:.0f}/s, ETA {eta}   ")
-        if last:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def _namespace(name: str):  # type: ignore[no-untyped-def]
@@ -66,7 +45,7 @@ def _reencrypt_now(namespace, *, status_only: bool = False) -> None:  # type: ig
         )
         return
     job = reencrypt.start(namespace.id)
-    bar = _Bar(f"re-encrypting {namespace.name} to data key version {job.target_version}: runs")
+    bar = progress.Bar(f"re-encrypting {namespace.name} to data key version {job.target_version}: runs")
     result = reencrypt.run(job, on_progress=lambda p: bar.show(p.runs_done, p.runs_total))
     bar.show(result.runs_done, result.runs_total, last=True)
     print(f"{namespace.name}: {result.rewritten} ciphertexts sealed again under version {job.target_version}")
@@ -122,7 +101,7 @@ def _masterkey_rotate(args: argparse.Namespace) -> None:
             "set PERDURA_MASTER_KEY to the new master key and PERDURA_MASTER_KEY_PREVIOUS to the old one "
             "(the servers too, then restart them), and run this again"
         )
-    bar = _Bar("re-wrapping data keys")
+    bar = progress.Bar("re-wrapping data keys")
     result = datakeys.rewrap_all(progress=lambda done, total: bar.show(done, total))
     bar.show(1, 1, last=True)
     audit.record_change(
