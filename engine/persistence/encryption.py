@@ -15,8 +15,9 @@ FORMAT = 1
 """The first byte of every ciphertext; then the data key version (4 bytes), the nonce and the sealed text."""
 
 
-def seal(namespace_id: uuid.UUID, plaintext: bytes, aad: bytes) -> bytes:
-    version, aead = datakeys.cipher(namespace_id)
+def seal(namespace_id: uuid.UUID, plaintext: bytes, aad: bytes, *, version: int | None = None) -> bytes:
+    """Seal under the namespace's newest data key version (or the one given)."""
+    version, aead = datakeys.cipher(namespace_id, version)
     nonce = os.urandom(12)
     return bytes([FORMAT]) + version.to_bytes(4, "big") + nonce + aead.encrypt(nonce, plaintext, aad)
 

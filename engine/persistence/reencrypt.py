@@ -4,8 +4,8 @@ The job (engine.models.Reencryption) walks the namespace's runs by row id, then 
 a time. Each sealed column (a run's state, history batches, pending transfers and visibility memo; a
 schedule's record and memo) still sealed under a version older than the job's target is opened and sealed
 again, and written only if it is still the blob that was read: a write path that changed it meanwhile
-sealed it under the current key already. The cursors are saved after each batch, so a crash repeats at
-most one batch, and a repeated batch finds nothing left to do.
+sealed it under the current key already. Each batch commits with its cursors, so a crash loses at most
+the batch in hand, and the job resumes after the last one that committed.
 
 Old data stays readable at every moment: every version of the data key is kept, and a blob names the
 version that sealed it.
@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, models, transaction
 from perdura import clock
 
 from engine.models import Execution, HistoryBatch, Reencryption, Schedule, Transfer
@@ -26,8 +26,9 @@ from engine.persistence.visibility import memo_aad
 from tenants import datakeys
 from visibility.models import VisibilityRecord
 
-BATCH = 100
-"""Runs (or schedules) per transaction-sized step: a step holds no lock, and each write is one row."""
+BATCH = 50
+"""Runs (or schedules) per step. A step is one transaction (one commit, where a commit per row made
+SQLite's fsyncs the whole cost); its writes lock only the rows they change, each for the step's few ms."""
 
 
 def sealed_version(blob: bytes | memoryview) -> int | None:
@@ -43,8 +44,9 @@ def _stale(blob: bytes | memoryview, target: int) -> bool:
     return version is not None and version < target
 
 
-def _reseal(namespace_id: uuid.UUID, blob: bytes | memoryview, aad: bytes) -> bytes:
-    return encryption.seal(namespace_id, encryption.unseal(namespace_id, bytes(blob), aad), aad)
+def _reseal(namespace_id: uuid.UUID, blob: bytes | memoryview, aad: bytes, target: int) -> bytes:
+    plaintext = encryption.unseal(namespace_id, bytes(blob), aad)
+    return encryption.seal(namespace_id, plaintext, aad, version=target)
 
 
 @dataclass(frozen=True)
@@ -78,34 +80,75 @@ def start(namespace_id: uuid.UUID) -> Reencryption:
         return Reencryption.objects.get(namespace_id=namespace_id, finished_at__isnull=True)
 
 
-def _run_rows(namespace_id: uuid.UUID, execution: Execution, target: int) -> int:
-    rewritten = 0
-    run_id = execution.run_id
-    if _stale(execution.state, target):
-        sealed = _reseal(namespace_id, execution.state, encryption.state_aad(namespace_id, run_id))
-        # db_version is the writers' guard: a writer that read the old blob still commits (its own seal).
-        rewritten += Execution.objects.filter(pk=execution.pk, db_version=execution.db_version).update(
-            state=sealed
+def _compare_and_set(
+    model: type[models.Model], column: str, guard: str, rows: list[tuple[object, ...]]
+) -> int:
+    """Set `column` of each row (pk, guard value, new value) whose `guard` column still holds the value
+    read; one statement for the lot. Answers how many rows changed."""
+    if not rows:
+        return 0
+    table = connection.ops.quote_name(model._meta.db_table)
+    pk = connection.ops.quote_name(model._meta.pk.column)
+    values = ", ".join(["(%s, %s, %s)"] * len(rows))
+    sql = (
+        f"UPDATE {table} SET {connection.ops.quote_name(column)} = v.column3 FROM (VALUES {values}) AS v "
+        f"WHERE {table}.{pk} = v.column1 AND {table}.{connection.ops.quote_name(guard)} = v.column2"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value for row in rows for value in row])
+        return cursor.rowcount
+
+
+def _runs_rows(namespace_id: uuid.UUID, runs: list[Execution], target: int) -> int:
+    """Re-seal what the runs hold under older versions: a few reads and at most four writes for all."""
+    run_ids = {execution.pk: execution.run_id for execution in runs}
+    states = [
+        (
+            e.pk,
+            e.db_version,
+            _reseal(namespace_id, e.state, encryption.state_aad(namespace_id, e.run_id), target),
         )
-    for pk, first, data in HistoryBatch.objects.filter(execution_id=execution.pk).values_list(
-        "pk", "first_event_id", "data"
-    ):
-        if _stale(data, target):
-            sealed = _reseal(namespace_id, data, encryption.history_aad(namespace_id, run_id, first))
-            rewritten += HistoryBatch.objects.filter(pk=pk, data=bytes(data)).update(data=sealed)
-    for pk, event_id, details in Transfer.objects.filter(execution_id=execution.pk).values_list(
-        "pk", "event_id", "details"
-    ):
-        if _stale(details, target):
-            sealed = _reseal(namespace_id, details, encryption.transfer_aad(namespace_id, run_id, event_id))
-            rewritten += Transfer.objects.filter(pk=pk, details=bytes(details)).update(details=sealed)
-    memo = VisibilityRecord.objects.filter(execution_id=execution.pk).values_list("memo", flat=True).first()
-    if memo and _stale(memo, target):
-        sealed = _reseal(namespace_id, memo, memo_aad(namespace_id, run_id))
-        rewritten += VisibilityRecord.objects.filter(execution_id=execution.pk, memo=bytes(memo)).update(
-            memo=sealed
+        for e in runs
+        if _stale(e.state, target)
+    ]
+    batches = [
+        (
+            pk,
+            bytes(data),
+            _reseal(namespace_id, data, encryption.history_aad(namespace_id, run_ids[run], first), target),
         )
-    return rewritten
+        for pk, run, first, data in HistoryBatch.objects.filter(execution_id__in=run_ids).values_list(
+            "pk", "execution_id", "first_event_id", "data"
+        )
+        if _stale(data, target)
+    ]
+    transfers = [
+        (
+            pk,
+            bytes(details),
+            _reseal(
+                namespace_id, details, encryption.transfer_aad(namespace_id, run_ids[run], event_id), target
+            ),
+        )
+        for pk, run, event_id, details in Transfer.objects.filter(execution_id__in=run_ids).values_list(
+            "pk", "execution_id", "event_id", "details"
+        )
+        if _stale(details, target)
+    ]
+    memos = [
+        (run, bytes(memo), _reseal(namespace_id, memo, memo_aad(namespace_id, run_ids[run]), target))
+        for run, memo in VisibilityRecord.objects.filter(execution_id__in=run_ids).values_list(
+            "execution_id", "memo"
+        )
+        if memo and _stale(memo, target)
+    ]
+    # db_version is the writers' guard: a writer that read the old state still commits (its own seal).
+    return (
+        _compare_and_set(Execution, "state", "db_version", states)
+        + _compare_and_set(HistoryBatch, "data", "data", batches)
+        + _compare_and_set(Transfer, "details", "details", transfers)
+        + _compare_and_set(VisibilityRecord, "memo", "memo", memos)
+    )
 
 
 def _schedule_rows(namespace_id: uuid.UUID, schedule: Schedule, target: int) -> int:
@@ -114,7 +157,7 @@ def _schedule_rows(namespace_id: uuid.UUID, schedule: Schedule, target: int) -> 
         blob = getattr(schedule, part)
         if blob and _stale(blob, target):
             aad = encryption.schedule_aad(namespace_id, schedule.schedule_id, part)
-            sealed = _reseal(namespace_id, blob, aad)
+            sealed = _reseal(namespace_id, blob, aad, target)
             rewritten += Schedule.objects.filter(pk=schedule.pk, **{part: bytes(blob)}).update(
                 **{part: sealed}
             )
@@ -122,9 +165,14 @@ def _schedule_rows(namespace_id: uuid.UUID, schedule: Schedule, target: int) -> 
 
 
 def step(job: Reencryption, batch: int = BATCH) -> bool:
-    """Move one batch; False once the job is finished."""
+    """Move one batch, and save the cursor with it; False once the job is finished."""
     if job.finished_at is not None:
         return False
+    with transaction.atomic():
+        return _step(job, batch)
+
+
+def _step(job: Reencryption, batch: int) -> bool:
     namespace_id = job.namespace_id
     rewritten = 0
     runs = list(
@@ -133,8 +181,7 @@ def step(job: Reencryption, batch: int = BATCH) -> bool:
         .order_by("pk")[:batch]
     )
     if runs:
-        for execution in runs:
-            rewritten += _run_rows(namespace_id, execution, job.target_version)
+        rewritten += _runs_rows(namespace_id, runs, job.target_version)
         job.runs_after = runs[-1].pk
         job.runs_done += len(runs)
     else:

@@ -45,10 +45,14 @@ def _reencrypt_now(namespace, *, status_only: bool = False) -> None:  # type: ig
         )
         return
     job = reencrypt.start(namespace.id)
+    started = time.monotonic()
     bar = progress.Bar(f"re-encrypting {namespace.name} to data key version {job.target_version}: runs")
     result = reencrypt.run(job, on_progress=lambda p: bar.show(p.runs_done, p.runs_total))
     bar.show(result.runs_done, result.runs_total, last=True)
-    print(f"{namespace.name}: {result.rewritten} ciphertexts sealed again under version {job.target_version}")
+    print(
+        f"{namespace.name}: {result.rewritten} ciphertexts sealed again under version {job.target_version} "
+        f"in {time.monotonic() - started:.2f}s"
+    )
 
 
 def _rotate_key(args: argparse.Namespace) -> None:

@@ -118,7 +118,7 @@ def test_a_run_written_during_reencryption_keeps_the_writers_state(namespace):
         header=None,
     )
     written = bytes(Execution.objects.get(pk=execution.pk).state)
-    reencrypt._run_rows(namespace.id, stale, target=2)
+    reencrypt._runs_rows(namespace.id, [stale], target=2)
     assert bytes(Execution.objects.get(pk=execution.pk).state) == written
     assert [e.event_type for e in store.history_events(Execution.objects.get(pk=execution.pk))][-1] != 0
 
