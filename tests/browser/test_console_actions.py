@@ -1,17 +1,24 @@
-"""Actions on a run from its page, in a real browser against `perdura dev` (the loopback operator): the
+"""Actions on a run from its page, in a real browser. Against `perdura dev` (the loopback operator): the
 stack trace, queries, signals and updates answered by an SDK worker; a reset from its preview, with
-signals excluded, landing on the new run; and a query no worker answers, shown as a timeout."""
+signals excluded, landing on the new run; a query no worker answers, shown as a timeout. In production
+(`perdura web`, people signed in): a termination with its reason in the history and the person in the
+audit log; a reader has no action and is refused a forged post; another tenant gets 404."""
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 
 from playwright.async_api import expect
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from tests.browser.action_workflows import ConsoleTally
 from tests.browser.conftest import PageWatch, screenshot_path
 from tests.browser.test_console import run_url
+from tests.browser.test_console_auth import PASSWORD, production_web, signup  # noqa: F401 - a fixture
+from tests.browser.workflows import ConsoleOrder
 
 
 async def test_reads_signal_update_and_reset_from_the_preview(console_dev, dev_client, context):
@@ -140,3 +147,134 @@ async def test_a_query_no_worker_answers_times_out_clearly(console_dev, dev_clie
     alert = dialog.get_by_role("alert")
     await expect(alert).to_contain_text("no worker answered", timeout=20_000)
     await expect(alert).to_contain_text("nobody-polls-tally")
+
+
+# --- production: people, roles and the audit log -----------------------------------------------------
+
+
+async def _csrf(context) -> str:
+    return next(c["value"] for c in await context.cookies() if c["name"] == "csrftoken")
+
+
+async def _join_as_reader(browser, running, base: str, owner, email: str, namespace: str):
+    """A person invited into the owner's organisation who holds the reader role on `namespace`."""
+    headers = {"X-CSRFToken": await _csrf(owner)}
+    answer = await owner.request.post(
+        base + "/api/v1/invitations/", data={"email": email, "role": "member"}, headers=headers
+    )
+    assert answer.status == 201, await answer.text()
+    token = re.findall(r"invitations/accept/\?token=(\S+)", running.logs["web"].read_text())[-1]
+    reader = await browser.new_context(viewport={"width": 1280, "height": 800})
+    reader.set_default_timeout(10_000)
+    await reader.request.get(base + "/api/v1/auth/csrf/")
+    answer = await reader.request.post(
+        base + "/api/v1/invitations/accept/",
+        data={"token": token, "password": PASSWORD},
+        headers={"X-CSRFToken": await _csrf(reader)},
+    )
+    assert answer.status == 200, await answer.text()
+    members = await (await owner.request.get(base + "/api/v1/members/")).json()
+    member_id = next(m["id"] for m in members if m["email"] == email)
+    namespaces = await (await owner.request.get(base + "/api/v1/namespaces/")).json()
+    namespace_id = next(n["id"] for n in namespaces if n["name"] == namespace)
+    answer = await owner.request.put(
+        f"{base}/api/v1/namespaces/{namespace_id}/access/{member_id}/",
+        data={"role": "reader"},
+        headers=headers,
+    )
+    assert answer.status == 200, await answer.text()
+    return reader
+
+
+async def test_terminate_is_audited_readers_cannot_act_and_other_tenants_get_404(production_web, browser):  # noqa: F811
+    running, base = production_web
+    owner = await signup(browser, running, base, "olga@hooli.example", "hooli")
+    reader = await _join_as_reader(browser, running, base, owner, "rita@hooli.example", "orders.hooli")
+    stranger = await signup(browser, running, base, "eve@evilcorp.example", "evilcorp")
+    client = await Client.connect(running.address, namespace="orders.hooli")
+    handle = await client.start_workflow(
+        ConsoleOrder.run, {"customer": "Olga"}, id=f"hooli-{uuid.uuid4().hex[:6]}", task_queue="nobody-polls"
+    )
+    url = run_url(base, handle.id, handle.result_run_id, namespace="orders.hooli")
+    run_path = url.removesuffix("/history")
+
+    # A reader sees the run and may read it (stack trace, query), but has no action to take...
+    page = await reader.new_page()
+    response = await page.goto(url)
+    assert response is not None
+    assert response.status == 200
+    bar = page.get_by_role("group", name="Run actions")
+    await expect(bar.get_by_role("button", name="Stack trace")).to_be_visible()
+    for name in ("Signal", "Update", "Reset", "Request cancellation", "Terminate"):
+        await expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
+    # ...and a forged post is refused (with its CSRF token: the refusal is the role's).
+    token = await _csrf(reader)
+    for action, form in [
+        ("terminate", {"reason": "forged"}),
+        ("cancel", {"reason": "forged"}),
+        ("signal", {"name": "x"}),
+        ("reset/run", {"point": "last", "reason": "forged"}),
+        ("update", {"name": "x"}),
+    ]:
+        answer = await reader.request.post(
+            f"{run_path}/{action}", form=form | {"csrfmiddlewaretoken": token}, headers={"X-CSRFToken": token}
+        )
+        assert answer.status == 403, (action, answer.status)
+    assert (await reader.request.get(f"{run_path}/reset/preview?point=last")).status == 403
+
+    # Another tenant's person: the run's action URLs answer 404, as its page does.
+    token = await _csrf(stranger)
+    answer = await stranger.request.post(
+        f"{run_path}/terminate",
+        form={"reason": "x", "csrfmiddlewaretoken": token},
+        headers={"X-CSRFToken": token},
+    )
+    assert answer.status == 404
+    assert (await stranger.request.get(f"{run_path}/reset")).status == 404
+
+    # The owner terminates it with a reason: confirmed in a dialog, shown live, in the history.
+    page = await owner.new_page()
+    watch = PageWatch(page)
+    await page.goto(url)
+    await page.get_by_role("group", name="Run actions").get_by_role("button", name="Terminate").click()
+    dialog = page.locator("#terminate-dialog")
+    await expect(dialog.get_by_role("heading", name="Terminate workflow")).to_be_visible()
+    reason = "customer <b>asked</b> twice"
+    await dialog.get_by_label("Reason").fill(reason)
+    await dialog.get_by_role("button", name="Terminate", exact=True).click()
+    await expect(page.locator("#run-actions").get_by_role("status")).to_have_text("Terminated.")
+    await expect(page.get_by_role("button", name="Terminate", exact=True)).to_have_count(0)
+    await expect(page.locator("#run-status")).to_have_text("Terminated")
+    await expect(page.locator("#run-outcome")).to_contain_text(f"WorkflowExecutionTerminated: {reason}")
+    await expect(page.locator("#history .event").first).to_contain_text("WorkflowExecutionTerminated")
+    await expect(page.locator("#history .event").first).to_contain_text(reason)
+    assert watch.errors == []
+    description = await handle.describe()
+    assert description.status is not None
+    assert description.status.name == "TERMINATED"
+
+    # The audit log names the person, the interface and the run; the reader's refusals are there too.
+    entries = (await (await owner.request.get(base + "/api/v1/audit/?limit=200")).json())["results"]
+    target = f"workflow/{handle.id}/{handle.result_run_id}"
+    done = [e for e in entries if e["action"] == "TerminateWorkflowExecution" and e["outcome"] == "ok"]
+    assert len(done) == 1
+    assert done[0]["actor"]["kind"] == "user"
+    assert done[0]["actor"]["label"] == "olga@hooli.example"
+    assert done[0]["via"] == "console"
+    assert done[0]["target"] == target
+    assert done[0]["namespace"] == "orders.hooli"
+    assert reason not in json.dumps(entries)  # free text stays in the history, out of the log
+    denied = {
+        e["action"]
+        for e in entries
+        if e["outcome"] == "denied" and e["actor"]["label"] == "rita@hooli.example"
+    }
+    assert denied == {
+        "TerminateWorkflowExecution",
+        "RequestCancelWorkflowExecution",
+        "SignalWorkflowExecution",
+        "ResetWorkflowExecution",
+        "UpdateWorkflowExecution",
+    }
+    for context in (owner, reader, stranger):
+        await context.close()
