@@ -11,9 +11,11 @@ import re
 import uuid
 
 from playwright.async_api import expect
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from frontend.history import event_name
 from tests.browser.action_workflows import ConsoleTally
 from tests.browser.conftest import PageWatch, screenshot_path
 from tests.browser.test_console import run_url
@@ -27,6 +29,9 @@ async def test_reads_signal_update_and_reset_from_the_preview(console_dev, dev_c
     workflow_id = f"tally-{uuid.uuid4().hex[:6]}"
     async with Worker(dev_client, task_queue=queue, workflows=[ConsoleTally]):
         handle = await dev_client.start_workflow(ConsoleTally.run, 10, id=workflow_id, task_queue=queue)
+        # Answered once the first workflow task is done (a query waits for the task in flight), so the
+        # signals below come after the first reset point.
+        assert await handle.query(ConsoleTally.tally) == []
         await handle.signal(ConsoleTally.add, "apple")
         await handle.signal(ConsoleTally.add, "pear")
         assert await handle.query(ConsoleTally.tally) == ["apple", "pear"]
@@ -109,6 +114,7 @@ async def test_reads_signal_update_and_reset_from_the_preview(console_dev, dev_c
         await expect(dialog.locator("#preview-reapplied li")).to_contain_text("add_now")
         await expect(dialog.locator("#preview-excluded")).to_contain_text('"plum"')
         await dialog.get_by_label("Reason").fill("replay without the signals")
+        previewed = await dialog.locator("ol.added li").all_inner_texts()
         await page.screenshot(path=screenshot_path("reset-preview"))
         await dialog.get_by_role("button", name="Reset", exact=True).click()
         old_url = page.url
@@ -121,6 +127,12 @@ async def test_reads_signal_update_and_reset_from_the_preview(console_dev, dev_c
         latest = dev_client.get_workflow_handle(workflow_id)
         assert (await latest.describe()).run_id == new_run_id
         assert await latest.query(ConsoleTally.tally) == ["fig"]
+        # What the preview said the new run continues with is what the reset wrote after event 3.
+        written = [e async for e in latest.fetch_history_events()][3 : 3 + len(previewed)]
+        assert [" ".join(text.split()[:2]) for text in previewed] == [
+            f"{e.event_id} {event_name(e.event_type)}" for e in written
+        ]
+        assert [e.event_type for e in written][-1] == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
         old = await dev_client.get_workflow_handle(workflow_id, run_id=handle.result_run_id).describe()
         assert old.status.name == "TERMINATED"
         await page.reload()
