@@ -21,6 +21,7 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import PermissionDenied
@@ -458,7 +459,9 @@ def _async_console_page(view: AsyncPage) -> AsyncPage:
     async def wrapper(request: HttpRequest, **kwargs: str) -> HttpResponse:
         viewer = await sync_to_async(viewer_for, thread_sensitive=False)(request)
         if viewer is None:
-            return HttpResponseRedirect(reverse("console-login"))
+            return HttpResponseRedirect(
+                reverse("console-login") + "?" + urlencode({"next": request.get_full_path()})
+            )
         return await view(request, viewer, **kwargs)
 
     return wrapper

@@ -139,6 +139,19 @@ async def test_reads_signal_update_and_reset_from_the_preview(console_dev, dev_c
         history = page.locator("#history")
         await expect(history.locator(".etype", has_text="WorkflowTaskFailed")).to_have_count(1)
         await expect(history.locator(".etype", has_text="WorkflowExecutionSignaled")).to_have_count(0)
+
+        # Cancellation, confirmed with a reason: the workflow's code decides, and this one stops.
+        await bar.get_by_role("button", name="Request cancellation").click()
+        dialog = page.locator("#cancel-dialog")
+        await dialog.get_by_label("Reason").fill("no longer needed")
+        await dialog.get_by_role("button", name="Request cancellation").click()
+        await expect(page.locator("#run-actions").get_by_role("status")).to_contain_text(
+            "Cancellation requested"
+        )
+        await expect(page.locator("#run-status")).to_have_text("Canceled")
+        await expect(history.locator(".event", has_text="WorkflowExecutionCancelRequested")).to_contain_text(
+            "no longer needed"
+        )
         assert watch.errors == [], watch.errors
 
 
