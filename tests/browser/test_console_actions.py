@@ -113,6 +113,15 @@ async def test_reads_signal_update_and_reset_from_the_preview(console_dev, dev_c
         await expect(dialog.locator("#preview-reapplied li")).to_have_count(1)
         await expect(dialog.locator("#preview-reapplied li")).to_contain_text("add_now")
         await expect(dialog.locator("#preview-excluded")).to_contain_text('"plum"')
+        # A point that is not the end of a workflow task gets the reset's own refusal, in the preview.
+        run_path = page.url.removesuffix("/history")
+        for point, message in [
+            ("1", "must be &gt; 1"),
+            ("5", "Can only reset workflow to event ID in range"),
+        ]:
+            answer = await page.request.get(f"{run_path}/reset/preview?point={point}&reapply_signals=1")
+            assert answer.status == 200
+            assert message in await answer.text(), point
         await dialog.get_by_label("Reason").fill("replay without the signals")
         previewed = await dialog.locator("ol.added li").all_inner_texts()
         await page.screenshot(path=screenshot_path("reset-preview"))
