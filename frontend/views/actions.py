@@ -342,7 +342,12 @@ def reset_form(
     kwargs = {"namespace": namespace, "workflow_id": workflow_id, "run_id": run_id}
     # The preview of the form's first choices (the last workflow task, everything re-applied) comes with it.
     preview = (
-        _preview_context(ns, workflow_id, run_id, {"reapply_signals": "1", "reapply_updates": "1"})
+        _preview_context(
+            ns,
+            workflow_id,
+            run_id,
+            {"point": str(points[-1].event_id), "reapply_signals": "1", "reapply_updates": "1"},
+        )
         if points
         else {}
     )
