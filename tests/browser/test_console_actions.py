@@ -116,6 +116,11 @@ async def test_reads_signal_update_and_reset_from_the_preview(console_dev, dev_c
         await expect(dialog.locator("#preview-reapplied li")).to_have_count(1)
         await expect(dialog.locator("#preview-reapplied li")).to_contain_text("add_now")
         await expect(dialog.locator("#preview-excluded")).to_contain_text('"plum"')
+        await dialog.get_by_label("Updates").uncheck()
+        await expect(dialog.locator("#preview-excluded li")).to_have_count(4)
+        await expect(dialog.locator("#preview-reapplied li")).to_have_count(0)
+        await dialog.get_by_label("Updates").check()
+        await expect(dialog.locator("#preview-reapplied li")).to_have_count(1)
         # A point that is not the end of a workflow task gets the reset's own refusal, in the preview.
         run_path = page.url.removesuffix("/history")
         for point, message in [
@@ -128,6 +133,9 @@ async def test_reads_signal_update_and_reset_from_the_preview(console_dev, dev_c
         await dialog.get_by_label("Reason").fill("replay without the signals")
         previewed = await dialog.locator("ol.added li").all_inner_texts()
         await page.screenshot(path=screenshot_path("reset-preview"))
+        await page.set_viewport_size({"width": 390, "height": 844})
+        await page.screenshot(path=screenshot_path("reset-preview-phone"))
+        await page.set_viewport_size({"width": 1440, "height": 900})
         await dialog.get_by_role("button", name="Reset", exact=True).click()
         old_url = page.url
         await page.wait_for_url(lambda url: url != old_url and url.endswith("/history"))
