@@ -166,13 +166,13 @@ def _identity(viewer: Viewer) -> str:
 def _reason(request: HttpRequest) -> str:
     reason = request.POST.get("reason", "").strip()
     if not reason:
-        raise _FormError("Give a reason: it is written to the run's history.")
+        raise FormError("Give a reason: it is written to the run's history.")
     if len(reason) > REASON_LIMIT:
-        raise _FormError(f"The reason is longer than {REASON_LIMIT} characters.")
+        raise FormError(f"The reason is longer than {REASON_LIMIT} characters.")
     return reason
 
 
-class _FormError(Exception):
+class FormError(Exception):
     """Input the person can fix; shown beside the form."""
 
 
@@ -180,7 +180,7 @@ def json_payloads(text: str) -> Payloads | None:
     """One JSON value as the single argument (the SDKs' json/plain encoding); None for empty input.
 
     Raises:
-        _FormError: not JSON.
+        FormError: not JSON.
     """
     text = text.strip()
     if not text:
@@ -188,7 +188,7 @@ def json_payloads(text: str) -> Payloads | None:
     try:
         value = json.loads(text)
     except ValueError as e:
-        raise _FormError(f"The input is not JSON: {e}") from None
+        raise FormError(f"The input is not JSON: {e}") from None
     data = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
     return Payloads(payloads=[Payload(metadata={"encoding": b"json/plain"}, data=data)])
 
@@ -225,44 +225,67 @@ def _bar(
     return render(request, "frontend/_actions_bar.html", context | {"notice": notice})
 
 
-def _close_action(method: str, verb: str) -> Callable[..., HttpResponse]:
-    @require_POST
-    @console_page
-    def view(
-        request: HttpRequest, viewer: Viewer, namespace: str, workflow_id: str, run_id: str
-    ) -> HttpResponse:
-        ns = _allowed(request, viewer, namespace, method, workflow_id, run_id)
-        try:
-            reason = _reason(request)
-            if method == CANCEL:
-                call = functools.partial(
-                    workflows.workflow_request_cancel,
-                    namespace=ns,
-                    workflow_id=workflow_id,
-                    run_id=run_id,
-                    identity=_identity(viewer),
-                    reason=reason,
-                )
-            else:
-                call = functools.partial(
-                    workflows.workflow_terminate,
-                    namespace=ns,
-                    workflow_id=workflow_id,
-                    run_id=run_id,
-                    reason=reason,
-                    details=None,
-                    identity=_identity(viewer),
-                )
-            _audited(request, ns, method, workflow_id, run_id, call)
-        except (_FormError, EngineError) as e:
-            return _bar(request, viewer, namespace, workflow_id, run_id, {"kind": "error", "text": str(e)})
-        return _bar(request, viewer, namespace, workflow_id, run_id, {"kind": "ok", "text": verb})
-
-    return view
+def _stop(
+    request: HttpRequest,
+    viewer: Viewer,
+    namespace: str,
+    workflow_id: str,
+    run_id: str,
+    *,
+    method: str,
+    service: Callable[..., None],
+    done: str,
+) -> HttpResponse:
+    """Cancel or terminate: the reason the form gives, the service called, the bar again with the outcome."""
+    ns = _allowed(request, viewer, namespace, method, workflow_id, run_id)
+    try:
+        reason = _reason(request)
+        call = functools.partial(
+            service,
+            namespace=ns,
+            workflow_id=workflow_id,
+            run_id=run_id,
+            identity=_identity(viewer),
+            reason=reason,
+        )
+        _audited(request, ns, method, workflow_id, run_id, call)
+    except (FormError, EngineError) as e:
+        return _bar(request, viewer, namespace, workflow_id, run_id, {"kind": "error", "text": str(e)})
+    return _bar(request, viewer, namespace, workflow_id, run_id, {"kind": "ok", "text": done})
 
 
-cancel = _close_action(CANCEL, "Cancellation requested: the workflow decides how to stop.")
-terminate = _close_action(TERMINATE, "Terminated.")
+@require_POST
+@console_page
+def cancel(
+    request: HttpRequest, viewer: Viewer, namespace: str, workflow_id: str, run_id: str
+) -> HttpResponse:
+    return _stop(
+        request,
+        viewer,
+        namespace,
+        workflow_id,
+        run_id,
+        method=CANCEL,
+        service=workflows.workflow_request_cancel,
+        done="Cancellation requested: the workflow decides how to stop.",
+    )
+
+
+@require_POST
+@console_page
+def terminate(
+    request: HttpRequest, viewer: Viewer, namespace: str, workflow_id: str, run_id: str
+) -> HttpResponse:
+    return _stop(
+        request,
+        viewer,
+        namespace,
+        workflow_id,
+        run_id,
+        method=TERMINATE,
+        service=functools.partial(workflows.workflow_terminate, details=None),
+        done="Terminated.",
+    )
 
 
 def _result(request: HttpRequest, **context: object) -> HttpResponse:
@@ -278,7 +301,7 @@ def signal(
     name = request.POST.get("name", "").strip()
     try:
         if not name:
-            raise _FormError("Give the signal's name.")
+            raise FormError("Give the signal's name.")
         payloads = json_payloads(request.POST.get("input", ""))
         _audited(
             request,
@@ -299,7 +322,7 @@ def signal(
             ),
             details={"signal_name": name},
         )
-    except (_FormError, EngineError) as e:
+    except (FormError, EngineError) as e:
         return _result(request, error=str(e))
     if not request.htmx:
         return HttpResponseRedirect(_run_url(namespace, workflow_id, run_id), status=303)
@@ -324,7 +347,7 @@ def _reset_point(ns: Namespace, workflow_id: str, run_id: str, choice: str) -> i
         return int(choice)
     points = reset_preview.reset_points(namespace=ns, workflow_id=workflow_id, run_id=run_id)
     if not points:
-        raise _FormError("The run has no completed workflow task to reset to.")
+        raise FormError("The run has no completed workflow task to reset to.")
     return points[0].event_id if choice == "first" else points[-1].event_id
 
 
@@ -376,7 +399,7 @@ def _preview_context(ns: Namespace, workflow_id: str, run_id: str, params: Any) 
             finish_event_id=finish,
             exclude_types=_reset_exclusions(params),
         )
-    except (_FormError, EngineError) as e:
+    except (FormError, EngineError) as e:
         return {"error": str(e)}
     return {
         "finish_event_id": preview.finish_event_id,
@@ -442,7 +465,7 @@ def reset(
             ),
             details={"workflow_task_finish_event_id": finish, "reapply_exclude_types": excluded},
         )
-    except (_FormError, EngineError) as e:
+    except (FormError, EngineError) as e:
         if request.htmx:
             return render(request, "frontend/_reset_preview.html", {"error": str(e)})
         return HttpResponse(str(e), status=400, content_type="text/plain; charset=utf-8")
@@ -490,7 +513,7 @@ async def _ask_query(
         )
     except NotFound:
         raise Http404("workflow run not found") from None
-    except (_FormError, EngineError) as e:
+    except (FormError, EngineError) as e:
         return _result(request, error=str(e), title=query_type)
     payloads = decode_all(answer) if answer is not None else []
     if query_type == console_calls.STACK_TRACE_QUERY:
@@ -530,9 +553,9 @@ async def update(
     name = request.POST.get("name", "").strip()
     try:
         if not name:
-            raise _FormError("Give the update's name.")
+            raise FormError("Give the update's name.")
         args = json_payloads(request.POST.get("input", ""))
-    except _FormError as e:
+    except FormError as e:
         return _result(request, error=str(e), title=name)
     details = {"update_name": name}
     try:

@@ -67,5 +67,5 @@ def test_json_input_is_one_argument_in_the_sdks_encoding():
     assert list(payloads.payloads) == [
         Payload(metadata={"encoding": b"json/plain"}, data='{"a":[1,"é"]}'.encode())
     ]
-    with pytest.raises(actions._FormError, match="not JSON"):
+    with pytest.raises(actions.FormError, match="not JSON"):
         actions.json_payloads("'single quotes'")
