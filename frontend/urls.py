@@ -27,6 +27,7 @@ urlpatterns = [
             name=f"console-run-{name}",
         )
         for suffix, view, name in [
+            ("actions", actions.bar, "bar"),
             ("cancel", actions.cancel, "cancel"),
             ("terminate", actions.terminate, "terminate"),
             ("signal", actions.signal, "signal"),

@@ -71,6 +71,7 @@ def toolbar_context(
     kwargs = {"namespace": namespace, "workflow_id": workflow_id, "run_id": run_id}
     running = status == "Running"
     return {
+        "status": status,
         "running": running,
         "can_query": may(role, QUERY),
         "can_signal": running and may(role, SIGNAL),
@@ -80,7 +81,16 @@ def toolbar_context(
         "can_reset": may(role, RESET),
         "urls": {
             name.replace("-", "_"): reverse(f"console-run-{name}", kwargs=kwargs)
-            for name in ("cancel", "terminate", "signal", "query", "stack-trace", "update", "reset-form")
+            for name in (
+                "bar",
+                "cancel",
+                "terminate",
+                "signal",
+                "query",
+                "stack-trace",
+                "update",
+                "reset-form",
+            )
         },
     }
 
@@ -208,7 +218,7 @@ def _bar(
     namespace: str,
     workflow_id: str,
     run_id: str,
-    notice: dict[str, str],
+    notice: dict[str, str] | None,
 ) -> HttpResponse:
     """The action bar again, re-read (the run may have closed), with what happened."""
     if not request.htmx:
@@ -223,6 +233,13 @@ def _bar(
         viewer, namespace=namespace, workflow_id=workflow_id, run_id=run_id, status=status
     )
     return render(request, "frontend/_actions_bar.html", context | {"notice": notice})
+
+
+@require_GET
+@console_page
+def bar(request: HttpRequest, viewer: Viewer, namespace: str, workflow_id: str, run_id: str) -> HttpResponse:
+    """The action bar alone: the page asks again when a live update shows the run's status changed."""
+    return _bar(request, viewer, namespace, workflow_id, run_id, None)
 
 
 def _stop(

@@ -169,6 +169,9 @@ async def test_reads_signal_update_and_reset_from_the_preview(console_dev, dev_c
             "Cancellation requested"
         )
         await expect(page.locator("#run-status")).to_have_text("Canceled")
+        # The live update brings the bar of a closed run: reads and reset only.
+        await expect(bar.get_by_role("button", name="Terminate")).to_have_count(0)
+        await expect(bar.get_by_role("button", name="Reset")).to_be_visible()
         await expect(history.locator(".event", has_text="WorkflowExecutionCancelRequested")).to_contain_text(
             "no longer needed"
         )

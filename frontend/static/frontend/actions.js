@@ -22,4 +22,19 @@
       if (dialog) dialog.close();
     }
   });
+  // The bar offers what the run's status allows. When a live update shows another status (the run closed
+  // on its own, or after a cancellation), the bar is asked for again; never while one of its dialogs is
+  // open (the person's form stays), but when that dialog closes.
+  const refresh = function () {
+    const bar = document.getElementById("run-actions");
+    const badge = document.getElementById("run-status");
+    if (!bar || !badge || !window.htmx || !bar.dataset.barUrl) return;
+    if (badge.textContent.trim() === bar.dataset.status || bar.querySelector("dialog[open]")) return;
+    bar.dataset.status = badge.textContent.trim();  // asked once per change
+    window.htmx.ajax("GET", bar.dataset.barUrl, { target: bar, swap: "outerHTML" });
+  };
+  document.addEventListener("perdura:live", refresh);
+  document.addEventListener("close", function (event) {
+    if (event.target.tagName === "DIALOG") window.setTimeout(refresh, 0);
+  }, true);
 })();
