@@ -5,7 +5,7 @@ A workflow id may hold slashes, so it is matched greedily up to the run id and `
 
 from django.urls import path, re_path
 
-from frontend.views import auth, home, runs, workflows
+from frontend.views import actions, auth, home, runs, workflows
 
 urlpatterns = [
     path("", home.home, name="console-home"),
@@ -17,4 +17,26 @@ urlpatterns = [
         runs.run_history,
         name="console-run",
     ),
+    # Actions and interactive reads on a run (frontend/views/actions.py).
+    *[
+        re_path(
+            r"^namespaces/(?P<namespace>[^/]+)/workflows/(?P<workflow_id>.+)/(?P<run_id>[^/]+)/"
+            + suffix
+            + "$",
+            view,
+            name=f"console-run-{name}",
+        )
+        for suffix, view, name in [
+            ("actions", actions.bar, "bar"),
+            ("cancel", actions.cancel, "cancel"),
+            ("terminate", actions.terminate, "terminate"),
+            ("signal", actions.signal, "signal"),
+            ("query", actions.query, "query"),
+            ("stack-trace", actions.stack_trace, "stack-trace"),
+            ("update", actions.update, "update"),
+            ("reset", actions.reset_form, "reset-form"),
+            ("reset/preview", actions.reset_preview_part, "reset-preview"),
+            ("reset/run", actions.reset, "reset"),
+        ]
+    ],
 ]
