@@ -11,6 +11,7 @@ import os
 import re
 import uuid
 
+import psycopg
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -101,3 +102,17 @@ async def test_rotating_data_and_master_keys_while_workflows_run(tmp_path):
                 results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 120)
             assert results == [["before", "during", "after"]] * RUNS
             assert await _histories(client, closed_ids) == closed_before
+
+        # Both rotations are in the audit log, as the operator's (the CLI's OS account).
+        with psycopg.connect(url) as conn:
+            entries = conn.execute(
+                "SELECT action, target, actor_kind, via, outcome, details FROM tenants_auditevent "
+                "WHERE action IN ('namespace.rotate_key', 'masterkey.rotate') ORDER BY id"
+            ).fetchall()
+        assert [(e[0], e[2], e[3], e[4]) for e in entries] == [
+            ("namespace.rotate_key", "operator", "cli", "ok"),
+            ("masterkey.rotate", "operator", "cli", "ok"),
+        ]
+        assert entries[0][1] == "namespace/default"
+        assert entries[0][5] == {"data_key_version": 2}
+        assert entries[1][5]["rewrapped"] >= 2

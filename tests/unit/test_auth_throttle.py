@@ -27,9 +27,10 @@ class Context:
 
 
 async def attempt(interceptor: AuthInterceptor, peer: str) -> grpc.StatusCode:
-    # Not a Perdura key: refused without a database lookup, and counted as a failure.
+    # A malformed Perdura key: refused without a database lookup, and counted as a failure. (Something
+    # that is not meant as a Perdura key at all is ignored under the loopback allowance.)
     with pytest.raises(Aborted) as caught:
-        await interceptor._principal("Bearer not-a-key", Context(peer), "StartWorkflowExecution")
+        await interceptor._principal("Bearer pdk_not-a-key", Context(peer), "StartWorkflowExecution")
     return caught.value.code
 
 
