@@ -46,7 +46,7 @@ def custom_attributes(namespace_id: uuid.UUID | str, *, names: object = ()) -> R
 
     A process may see a removal up to 5 s late (another process's change; its own are seen at once).
     Writers of slot columns re-check the slot in the database as they write (see
-    visibility.backends.sql.record_upsert_txn), so a stale entry never puts a value in another
+    visibility.backends.sql.records.record_upsert_txn), so a stale entry never puts a value in another
     attribute's slot.
 
     Args:
