@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from guardian.shortcuts import assign_perm
 
-from tenants import audit, roles, services
+from tenants import roles
 from tenants.auth import Principal
 from tenants.models import ApiKey, Invitation, Membership, Namespace, NamespaceUserPermission, Organization
 from tenants.roles import KeyRole, OrgRole
@@ -122,47 +120,6 @@ def namespace_list(actor: Actor) -> list[tuple[Namespace, KeyRole]]:
         if role is not None:
             found.append((namespace, role))
     return found
-
-
-def namespace_grants(namespace: Namespace) -> dict[int, KeyRole]:
-    """The per-namespace roles granted to people on `namespace`, by user id."""
-    held: dict[int, set[str]] = {}
-    for user_id, codename in NamespaceUserPermission.objects.filter(content_object=namespace).values_list(
-        "user_id", "permission__codename"
-    ):
-        held.setdefault(user_id, set()).add(codename)
-    return {
-        user_id: role
-        for user_id, codenames in held.items()
-        if (role := roles.role_from_permissions(codenames)) is not None
-    }
-
-
-def namespace_grant(*, namespace: Namespace, user: object, role: str | None) -> None:
-    """Give `user` the namespace role `role` on `namespace` (replacing any other); None takes it away."""
-    with transaction.atomic():
-        NamespaceUserPermission.objects.filter(content_object=namespace, user=user).delete()
-        if role is not None:
-            for codename in roles.permissions_for(role):
-                assign_perm(f"tenants.{codename}", user, namespace)
-        audit.record_change(
-            action="namespace.grant",
-            target=f"member/{getattr(user, 'email', '')}",
-            namespace=namespace,
-            details={"role": str(role) if role is not None else None},
-        )
-        keys_fit_creator(namespace.organization, user, "namespace.grant")
-
-
-def keys_fit_creator(organization: Organization, user: object, reason: str) -> None:
-    """Downgrade or revoke the keys `user` made that their roles, as they are now, no longer cover."""
-    actor = actor_for_user(user, organization.slug)
-    services.apikeys_fit_creator(
-        organization=organization,
-        user=user,
-        role_on=lambda namespace: None if actor is None else actor.namespace_role(namespace),
-        reason=reason,
-    )
 
 
 # --- members, invitations, keys ------------------------------------------------------------------

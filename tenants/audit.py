@@ -202,6 +202,25 @@ def events(
     return query.order_by("id")
 
 
+def events_page(
+    query: QuerySet[AuditEvent], *, before: int | None, limit: int
+) -> tuple[list[AuditEvent], int | None]:
+    """A page of `query`'s entries, newest first, with ids below `before` (None: from the newest); and
+    the cursor of the next page (the last entry's id), None after the last page."""
+    query = query.order_by("-id")
+    if before is not None:
+        query = query.filter(id__lt=before)
+    page = list(query[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return page, page[-1].id if more else None
+
+
+def events_stream(query: QuerySet[AuditEvent], *, chunk_size: int = 500) -> Iterator[AuditEvent]:
+    """`query`'s entries in its order, read `chunk_size` at a time (an export of any length in bounded memory)."""
+    return query.iterator(chunk_size=chunk_size)
+
+
 def as_dict(event: AuditEvent) -> dict[str, Any]:
     """An entry as the REST API and the JSON Lines export show it."""
     return {

@@ -36,7 +36,7 @@ def _cmd_migrate(args: argparse.Namespace) -> None:
     from django.core.management import call_command
 
     call_command("migrate", interactive=False)
-    from tenants.services import namespace_ensure
+    from tenants.services.namespaces import namespace_ensure
 
     namespace_ensure(name="default")
 

@@ -76,7 +76,8 @@ def _duration(text: str) -> timedelta:
 
 def _org_create(args: argparse.Namespace) -> None:
     _django()
-    from tenants.services import TenantError, organization_create
+    from tenants.errors import TenantError
+    from tenants.services.organizations import organization_create
 
     try:
         organization = organization_create(
@@ -90,7 +91,8 @@ def _org_create(args: argparse.Namespace) -> None:
 
 def _namespace_create(args: argparse.Namespace) -> None:
     _django()
-    from tenants.services import NamespaceError, namespace_full_name, namespace_register
+    from tenants.errors import NamespaceError
+    from tenants.services.namespaces import namespace_full_name, namespace_register
 
     organization = _organization(args.org) if args.org else None
     name = namespace_full_name(organization=organization, name=args.name) if organization else args.name
@@ -121,7 +123,7 @@ def _namespace_update(args: argparse.Namespace) -> None:
     _django()
     from tenants import quotas
     from tenants.models import Namespace
-    from tenants.services import namespace_set_rate_limits
+    from tenants.services.namespaces import namespace_set_rate_limits
 
     namespace = Namespace.objects.filter(name=args.name).first()
     if namespace is None:
@@ -142,8 +144,10 @@ def _namespace_update(args: argparse.Namespace) -> None:
 
 def _apikey_create(args: argparse.Namespace) -> None:
     _django()
+    from tenants.errors import TenantError
     from tenants.models import Namespace
-    from tenants.services import TenantError, apikey_create, namespace_full_name
+    from tenants.services.keys import apikey_create_by_operator
+    from tenants.services.namespaces import namespace_full_name
 
     organization = _organization(args.org)
     namespaces = []
@@ -154,7 +158,7 @@ def _apikey_create(args: argparse.Namespace) -> None:
             _fail(f"organisation {organization.slug!r} has no namespace {full!r}")
         namespaces.append(namespace)
     try:
-        key, plaintext = apikey_create(
+        key, plaintext = apikey_create_by_operator(
             organization=organization,
             name=args.name,
             role=args.role,
@@ -191,7 +195,7 @@ def _find_key(value: str):  # type: ignore[no-untyped-def]
 def _apikey_revoke(args: argparse.Namespace) -> None:
     _django()
     from tenants import api_keys
-    from tenants.services import apikey_revoke
+    from tenants.services.keys import apikey_revoke
 
     key = apikey_revoke(key=_find_key(args.key))
     print(f"API key {key.name!r} ({api_keys.display(key.prefix)}) revoked")
@@ -199,11 +203,12 @@ def _apikey_revoke(args: argparse.Namespace) -> None:
 
 def _apikey_rotate(args: argparse.Namespace) -> None:
     _django()
-    from tenants.services import TenantError, apikey_rotate
+    from tenants.errors import TenantError
+    from tenants.services.keys import apikey_rotate_by_operator
 
     old = _find_key(args.key)
     try:
-        key, plaintext = apikey_rotate(key=old, grace=args.grace or timedelta(0))
+        key, plaintext = apikey_rotate_by_operator(key=old, grace=args.grace or timedelta(0))
     except TenantError as e:
         _fail(str(e))
     _print_key(key, plaintext)

@@ -54,7 +54,7 @@ def prepare() -> None:
 
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)
-    from tenants.services import namespace_ensure
+    from tenants.services.namespaces import namespace_ensure
 
     namespace_ensure(name="default")
 

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from tenants.models import Namespace
-from tenants.services import namespace_ensure
+from tenants.services.namespaces import namespace_ensure
 from tests.integration.test_visibility_sql import _blank, _isolated, _to_record
 from visibility import registry, selectors, services, slots
 from visibility.backends.sql import backend as sql_backend
