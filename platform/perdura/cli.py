@@ -9,13 +9,6 @@ import signal
 import sys
 
 
-def _django() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "perdura.settings")
-    import django
-
-    django.setup()
-
-
 def _cmd_dev(args: argparse.Namespace) -> None:
     from perdura import devserver
 
@@ -32,7 +25,9 @@ def _cmd_dev(args: argparse.Namespace) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> None:
-    _django()
+    from perdura import bootstrap
+
+    bootstrap.setup()
     from django.core.management import call_command
 
     call_command("migrate", interactive=False)
@@ -54,7 +49,9 @@ def _tls_flags(parser: argparse.ArgumentParser) -> None:
 
 def _cmd_api(args: argparse.Namespace) -> None:
     _tls_env(args)
-    _django()
+    from perdura import bootstrap
+
+    bootstrap.setup()
     from engine.api import server as api_server
     from engine.api.listener import start_listener
     from perdura import shutdown

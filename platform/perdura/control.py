@@ -7,35 +7,10 @@ running `perdura dev --db-file F` with PERDURA_DATABASE_URL=sqlite:///F, or a pr
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import timedelta
-from pathlib import Path
 
-
-def _django() -> None:
-    from perdura import env
-
-    url = env.database_url()
-    if url.startswith("sqlite:///"):
-        # A `perdura dev` database: its generated master key lives beside it, as the dev server keeps it.
-        os.environ["PERDURA_DEV"] = "1"
-        os.environ.setdefault("PERDURA_DATA_DIR", str(Path(url.removeprefix("sqlite:///")).resolve().parent))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "perdura.settings")
-    import django
-
-    django.setup()
-    import getpass
-    import socket
-
-    from tenants import audit
-
-    # What these commands change is recorded as the operator's, by OS account and host.
-    audit.bind(
-        audit.AuditContext(
-            actor=audit.operator_actor("cli", getpass.getuser()), source=socket.gethostname(), via="cli"
-        )
-    )
+from perdura import bootstrap
 
 
 def _fail(message: str) -> None:
@@ -75,7 +50,7 @@ def _duration(text: str) -> timedelta:
 
 
 def _org_create(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from tenants.errors import TenantError
     from tenants.services.organizations import organization_create
 
@@ -90,7 +65,7 @@ def _org_create(args: argparse.Namespace) -> None:
 
 
 def _namespace_create(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from tenants.errors import NamespaceError
     from tenants.services.namespaces import namespace_full_name, namespace_register
 
@@ -120,7 +95,7 @@ def _rps(text: str) -> float | None:
 
 
 def _namespace_update(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from tenants import quotas
     from tenants.models import Namespace
     from tenants.services.namespaces import namespace_set_rate_limits
@@ -143,7 +118,7 @@ def _namespace_update(args: argparse.Namespace) -> None:
 
 
 def _apikey_create(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from tenants.errors import TenantError
     from tenants.models import Namespace
     from tenants.services.keys import apikey_create_by_operator
@@ -193,7 +168,7 @@ def _find_key(value: str):  # type: ignore[no-untyped-def]
 
 
 def _apikey_revoke(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from tenants import api_keys
     from tenants.services.keys import apikey_revoke
 
@@ -202,7 +177,7 @@ def _apikey_revoke(args: argparse.Namespace) -> None:
 
 
 def _apikey_rotate(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from tenants.errors import TenantError
     from tenants.services.keys import apikey_rotate_by_operator
 
@@ -215,7 +190,7 @@ def _apikey_rotate(args: argparse.Namespace) -> None:
 
 
 def _apikey_list(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from perdura import clock
     from tenants import api_keys, selectors
 
@@ -236,7 +211,7 @@ def _apikey_list(args: argparse.Namespace) -> None:
 
 
 def _audit_export(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     import json
 
     from tenants import audit
@@ -271,7 +246,7 @@ def _audit_export(args: argparse.Namespace) -> None:
 
 
 def _audit_prune(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from tenants import audit
 
     try:
