@@ -9,6 +9,7 @@ ids that do not exist.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.core.exceptions import ValidationError
 
@@ -27,7 +28,7 @@ class Actor:
     """A person in one organisation, or an API key of it."""
 
     organization: Organization
-    user: object | None = None
+    user: Any | None = None
     """The Django user, for a person."""
     org_role: OrgRole | None = None
     """The person's organisation role (None for a key)."""
@@ -58,7 +59,7 @@ class Actor:
         return self._grants.get(str(namespace.id))
 
 
-def _member_grants(user: object, organization: Organization) -> dict[str, KeyRole]:
+def _member_grants(user: Any, organization: Organization) -> dict[str, KeyRole]:
     """A member's per-namespace roles in `organization` (one query over guardian's direct-FK table)."""
     held: dict[str, set[str]] = {}
     rows = NamespaceUserPermission.objects.filter(
@@ -67,14 +68,14 @@ def _member_grants(user: object, organization: Organization) -> dict[str, KeyRol
     for namespace_id, codename in rows:
         held.setdefault(str(namespace_id), set()).add(codename)
     grants = {}
-    for namespace_id, codenames in held.items():
+    for held_id, codenames in held.items():
         role = roles.role_from_permissions(codenames)
         if role is not None:
-            grants[namespace_id] = role
+            grants[held_id] = role
     return grants
 
 
-def actor_for_user(user: object, organization_slug: str | None = None) -> Actor | None:
+def actor_for_user(user: Any, organization_slug: str | None = None) -> Actor | None:
     """The person acting in the named organisation, or in their first one; None if not a member."""
     memberships = (
         Membership.objects.filter(user=user).select_related("organization").order_by("created_at", "id")
@@ -97,8 +98,8 @@ def actor_for_key(principal: Principal) -> Actor:
 # --- namespaces --------------------------------------------------------------------------------
 
 
-def namespace_get(actor: Actor, namespace_id: object) -> Namespace:
-    """The namespace with `namespace_id` if the actor has a role on it.
+def namespace_get(actor: Actor, namespace_id: Any) -> Namespace:
+    """The namespace with `namespace_id` (any value a request carried) if the actor has a role on it.
 
     Raises:
         NotFound: missing, deleted, another organisation's, or none of the actor's.
@@ -125,7 +126,7 @@ def namespace_list(actor: Actor) -> list[tuple[Namespace, KeyRole]]:
 # --- members, invitations, keys ------------------------------------------------------------------
 
 
-def membership_get(actor: Actor, membership_id: object) -> Membership:
+def membership_get(actor: Actor, membership_id: Any) -> Membership:
     """A membership of the actor's organisation.
 
     Raises:
@@ -144,7 +145,7 @@ def membership_get(actor: Actor, membership_id: object) -> Membership:
     return membership
 
 
-def invitation_get(actor: Actor, invitation_id: object) -> Invitation:
+def invitation_get(actor: Actor, invitation_id: Any) -> Invitation:
     """A pending or past invitation of the actor's organisation.
 
     Raises:
@@ -181,7 +182,7 @@ def apikey_list(actor: Actor) -> list[ApiKey]:
     return [k for k in keys if apikey_visible(actor, k)]
 
 
-def apikey_get(actor: Actor, key_id: object) -> ApiKey:
+def apikey_get(actor: Actor, key_id: Any) -> ApiKey:
     """A key the actor may see.
 
     Raises:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -119,7 +120,7 @@ def record(
     *,
     action: str,
     target: str = "",
-    organization_id: object | None = None,
+    organization_id: uuid.UUID | str | None = None,
     namespace: Namespace | None = None,
     namespace_name: str = "",
     outcome: str = OK,
@@ -185,7 +186,7 @@ def record_change(
 
 def events(
     *,
-    organization_id: object | None,
+    organization_id: uuid.UUID | str | None,
     namespace_id: object | None = None,
     since: datetime | None = None,
     until: datetime | None = None,

@@ -76,11 +76,11 @@ def namespace_grants(namespace: Namespace) -> dict[int, KeyRole]:
     }
 
 
-def namespace_access_list(*, namespace: Namespace) -> list[dict[str, Any]]:
-    """Who has a role on `namespace`: each member of its organisation with one (owners and admins are
+def namespace_access_list(*, organization: Organization, namespace: Namespace) -> list[dict[str, Any]]:
+    """Who has a role on `namespace` of `organization`: each member with one (owners and admins are
     admin everywhere), in the order they joined, as {member, email, role}."""
     grants = namespace_grants(namespace)
-    members = Membership.objects.filter(organization_id=namespace.organization_id).select_related("user")
+    members = Membership.objects.filter(organization=organization).select_related("user")
     rows = []
     for m in members.order_by("created_at", "id"):
         role = "admin" if m.role in ("owner", "admin") else grants.get(m.user_id)

@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import uuid
 
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from tenants import access, audit, roles, selectors
+from tenants.models import AuditEvent
 from tenants.rest.permissions import Need
 from tenants.rest.views import _View
 
@@ -29,7 +32,7 @@ _AUDIT_PARAMETERS = [
 ]
 
 
-def _audit_events(request, actor: access.Actor):
+def _audit_events(request: Request, actor: access.Actor) -> QuerySet[AuditEvent]:
     """The entries of the query's namespace (its admins) or of the whole organisation (owners and admins)."""
     params = request.query_params
     reference = params.get("namespace", "").strip()

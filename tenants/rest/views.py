@@ -9,22 +9,26 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth import authenticate, login, logout
 from django.middleware.csrf import get_token
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.authentication import SessionAuthentication as DrfSessionAuthentication
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from tenants import access, audit, selectors
 from tenants.errors import NamespaceAlreadyExists
-from tenants.models import Namespace
+from tenants.models import ApiKey, Namespace
 from tenants.rest import serializers as s
 from tenants.rest import throttles
 from tenants.rest.authentication import client_address
 from tenants.rest.permissions import Need, actor_of
+from tenants.roles import KeyRole
 from tenants.services import invitations, keys, members, namespaces, organizations, people, signup
 
 log = logging.getLogger("perdura.rest")
@@ -36,7 +40,10 @@ class _View(APIView):
 
     @property
     def actor(self) -> access.Actor:
-        return actor_of(self.request)
+        actor = actor_of(self.request)
+        if actor is None:  # the view's needs let no one without an actor this far
+            raise exceptions.NotAuthenticated()
+        return actor
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
@@ -92,7 +99,7 @@ def _audit_actor(actor: access.Actor | None) -> audit.AuditActor:
     return audit.user_actor(actor.user)
 
 
-class _CsrfAlways:
+class _CsrfAlways(_View):
     """CSRF on anonymous account writes too (login CSRF, sign-up into an attacker's account)."""
 
     def initial(self, request, *args, **kwargs):
@@ -101,11 +108,13 @@ class _CsrfAlways:
         super().initial(request, *args, **kwargs)
 
 
-def _me(request) -> dict:
-    memberships = selectors.membership_list_of_user(user=request.user)
+def _me(request: Request) -> dict[str, Any]:
+    # A person signed in: MeView needs one, and sign-up and invitation acceptance sign in first.
+    user: Any = request.user
+    memberships = selectors.membership_list_of_user(user=user)
     actor = actor_of(request)
     return {
-        "user": {"id": request.user.pk, "email": request.user.email},
+        "user": {"id": user.pk, "email": user.email},
         "organization": s.OrganizationOut(actor.organization).data if actor else None,
         "role": actor.org_role.value if actor and actor.org_role else None,
         "organizations": [{"slug": m.organization.slug, "role": m.role} for m in memberships],
@@ -125,7 +134,7 @@ class CsrfView(_View):
         return Response({"csrf_token": get_token(request)})
 
 
-class SignupView(_CsrfAlways, _View):
+class SignupView(_CsrfAlways):
     """Sign up: always 202 with no body once the input is valid, as password reset answers, so no one can
     learn whether an email has an account. A new address gets a confirmation link by email (which creates
     the organisation and signs in: `auth/signup/confirm/`); an address with an account gets an email
@@ -149,7 +158,7 @@ class SignupView(_CsrfAlways, _View):
         return Response(status=status.HTTP_202_ACCEPTED)
 
 
-class SignupConfirmView(_CsrfAlways, _View):
+class SignupConfirmView(_CsrfAlways):
     """POST the emailed token: the person's account becomes active, owns the new organisation, signs in."""
 
     needs = {"POST": Need.PUBLIC}
@@ -164,7 +173,7 @@ class SignupConfirmView(_CsrfAlways, _View):
         return Response(_me(request), status=status.HTTP_201_CREATED)
 
 
-class LoginView(_CsrfAlways, _View):
+class LoginView(_CsrfAlways):
     """Log in with email and password (a session cookie). Throttled per address and per account."""
 
     needs = {"POST": Need.PUBLIC}
@@ -181,7 +190,7 @@ class LoginView(_CsrfAlways, _View):
         return Response(_me(request))
 
 
-class LogoutView(_CsrfAlways, _View):
+class LogoutView(_CsrfAlways):
     needs = {"POST": Need.PUBLIC}
 
     @extend_schema(request=None, responses={204: None})
@@ -200,7 +209,7 @@ class MeView(_View):
         return Response(_me(request))
 
 
-class PasswordResetView(_CsrfAlways, _View):
+class PasswordResetView(_CsrfAlways):
     """Email a password reset link (always 202: no account probing)."""
 
     needs = {"POST": Need.PUBLIC}
@@ -212,7 +221,7 @@ class PasswordResetView(_CsrfAlways, _View):
         return Response(status=status.HTTP_202_ACCEPTED)
 
 
-class PasswordResetConfirmView(_CsrfAlways, _View):
+class PasswordResetConfirmView(_CsrfAlways):
     needs = {"POST": Need.PUBLIC}
     throttle_classes = [throttles.PasswordResetThrottle]
 
@@ -223,7 +232,7 @@ class PasswordResetConfirmView(_CsrfAlways, _View):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class InvitationAcceptView(_CsrfAlways, _View):
+class InvitationAcceptView(_CsrfAlways):
     """GET shows the invitation of `?token=`; POST accepts it with a password (new or the account's)."""
 
     needs = {"GET": Need.PUBLIC, "POST": Need.PUBLIC}
@@ -336,7 +345,7 @@ class InvitationView(_View):
 # --- namespaces ----------------------------------------------------------------------------------
 
 
-def _namespace_out(namespace, role) -> dict:
+def _namespace_out(namespace: Namespace, role: KeyRole | str | None) -> dict[str, Any]:
     return s.NamespaceOut(namespace, context={"roles": {namespace.id: role}}).data
 
 
@@ -420,7 +429,11 @@ class NamespaceAccessListView(_NamespaceView):
 
     @extend_schema(responses={200: s.GrantOut(many=True)})
     def get(self, request, namespace_id):
-        return Response(selectors.namespace_access_list(namespace=self._get(namespace_id)))
+        return Response(
+            selectors.namespace_access_list(
+                organization=self.actor.organization, namespace=self._get(namespace_id)
+            )
+        )
 
 
 class NamespaceAccessView(_NamespaceView):
@@ -447,7 +460,7 @@ class NamespaceAccessView(_NamespaceView):
 # --- API keys ------------------------------------------------------------------------------------
 
 
-def _created(key, plaintext: str) -> dict:
+def _created(key: ApiKey, plaintext: str) -> dict[str, Any]:
     return {**s.ApiKeyOut(key).data, "key": plaintext}
 
 
@@ -509,7 +522,7 @@ class ApiKeyRotateView(_View):
         return Response(_created(successor, plaintext), status=status.HTTP_201_CREATED)
 
 
-def _valid(serializer_class, data) -> dict:
+def _valid(serializer_class: type[Serializer], data: Any) -> dict[str, Any]:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data

@@ -132,8 +132,9 @@ def apikeys_fit_creator(*, organization: Organization, user: Any, reason: str) -
     for key in keys:
         namespaces = [n for n in key.namespaces.all() if n.state != Namespace.State.DELETED]
         held = [None if actor is None else actor.namespace_role(n) for n in namespaces]
+        granted = [role for role in held if role is not None]
         target = f"apikey/{api_keys.display(key.prefix)}"
-        if any(role is None for role in held):
+        if len(granted) < len(held):
             key.revoked_at = now
             key.save(update_fields=["revoked_at"])
             audit.record_change(
@@ -142,8 +143,8 @@ def apikeys_fit_creator(*, organization: Organization, user: Any, reason: str) -
                 organization=organization,
                 details={"name": key.name, "reason": f"{reason}: its creator lost access to a namespace"},
             )
-        elif held and not all(roles.role_covers(role, key.role) for role in held):
-            weakest = min(held, key=roles.key_access)
+        elif granted and not all(roles.role_covers(role, key.role) for role in granted):
+            weakest = min(granted, key=roles.key_access)
             audit.record_change(
                 action="apikey.downgrade",
                 target=target,

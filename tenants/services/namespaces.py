@@ -62,7 +62,7 @@ def namespace_register(
     description: str = "",
     retention_days: int = 1,
     owner_email: str = "",
-    creator_key_id: int | None = None,
+    creator_key_id: str | None = None,
 ) -> Namespace:
     """Create a namespace and its first data key in one transaction.
 
@@ -95,7 +95,7 @@ def namespace_register(
             )
             datakey_create(namespace=namespace)
             if creator_key_id is not None:
-                namespace.api_keys.add(creator_key_id)
+                namespace.api_keys.add(creator_key_id)  # type: ignore[arg-type]  # a UUID key: django-stubs takes int ones
             audit.record_change(
                 action="namespace.register",
                 target=f"namespace/{name}",
@@ -130,7 +130,7 @@ def namespace_update(
     Raises:
         NamespaceError: the retention is out of range.
     """
-    fields = {}
+    fields: dict[str, Any] = {}
     if description is not None:
         fields["description"] = description
     if owner_email is not None:
@@ -236,4 +236,6 @@ def namespace_grant(*, namespace: Namespace, user: Any, role: str | None) -> Non
             namespace=namespace,
             details={"role": str(role) if role is not None else None},
         )
+        # People hold roles only on organisations' namespaces (the operator's have no members).
+        assert namespace.organization is not None
         keys.apikeys_fit_creator(organization=namespace.organization, user=user, reason="namespace.grant")

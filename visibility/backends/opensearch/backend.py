@@ -215,7 +215,7 @@ class OpenSearchBackend(VisibilityBackend):
         from opensearchpy.exceptions import NotFoundError
 
         try:
-            return self.client.search(index=self.index, body=body, **params)  # type: ignore[no-any-return]
+            return self.client.search(index=self.index, body=body, **params)
         except NotFoundError:
             return {"hits": {"hits": [], "total": {"value": 0}}, "aggregations": {}}
 

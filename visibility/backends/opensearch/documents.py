@@ -173,7 +173,7 @@ def record_of(source: Mapping[str, Any]) -> Record:
         for field, value in by_name.items():
             custom[_name_of(field)] = value
     return Record(
-        **values,  # type: ignore[arg-type]
+        **values,  # type: ignore[arg-type]  # the mapped fields are the Record's, typed by the template
         memo=base64.b64decode(source["Memo"]) if source.get("Memo") else b"",
         search_attributes=base64.b64decode(source["SearchAttributes"])
         if source.get("SearchAttributes")

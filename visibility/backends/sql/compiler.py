@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection as default_connection
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -35,7 +36,7 @@ class Compiler:
 
     def __init__(self, postgres: bool) -> None:
         self.pg = postgres
-        self.params: list[object] = []
+        self.params: list[Any] = []
 
     def p(self, value: object) -> str:
         self.params.append(value)
@@ -178,7 +179,7 @@ class Compiler:
 @dataclass(frozen=True, slots=True)
 class Compiled:
     where: str
-    params: list[object]
+    params: list[Any]
 
 
 def compile_filter(

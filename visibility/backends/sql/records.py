@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.db import connection as default_connection
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -55,7 +56,7 @@ SELECT_COLUMNS = tuple(c for c in RECORD_COLUMNS if c != "close_sort")
 """The columns of a Record, in the order `record_from_row` takes them."""
 
 
-def db_uuid(value: uuid.UUID, connection: BaseDatabaseWrapper) -> object:
+def db_uuid(value: uuid.UUID, connection: BaseDatabaseWrapper) -> uuid.UUID | str:
     """A UUID as the database takes it as a parameter (SQLite keeps them as hex)."""
     return value if connection.features.has_native_uuid_field else value.hex
 
@@ -65,6 +66,11 @@ def json_path(name: str) -> str:
     return '$."' + name + '"'
 
 
+def _blob(value: object) -> bytes:
+    """A binary column's value (bytes, or a memoryview on Postgres; None or empty when unset)."""
+    return bytes(value) if isinstance(value, bytes | memoryview) else b""
+
+
 def record_from_row(row: Sequence[object]) -> Record:
     """The Record of a row of SELECT_COLUMNS (in that order), as either database returns it."""
     values = dict(zip(SELECT_COLUMNS, row, strict=True))
@@ -72,8 +78,8 @@ def record_from_row(row: Sequence[object]) -> Record:
     if isinstance(custom, str):
         custom = json.loads(custom)
     values["custom"] = custom or {}
-    values["memo"] = bytes(values["memo"] or b"")  # type: ignore[arg-type]  # bytes, memoryview or None
-    values["search_attributes"] = bytes(values["search_attributes"] or b"")  # type: ignore[arg-type]  # as memo
+    values["memo"] = _blob(values["memo"])
+    values["search_attributes"] = _blob(values["search_attributes"])
     ns = values["namespace_id"]
     values["namespace_id"] = ns if isinstance(ns, uuid.UUID) else uuid.UUID(str(ns))
     return Record(**values)  # type: ignore[arg-type]  # the columns are the fields, typed by the schema
@@ -94,7 +100,7 @@ _SLOT_GUARD = (
 
 def _slot_values(
     record: Record, slots: Mapping[str, str], connection: BaseDatabaseWrapper
-) -> tuple[list[str], list[object]]:
+) -> tuple[list[str], list[Any]]:
     """The placeholders and parameters of every slot column (in SLOT_COLUMNS order) for one record.
 
     A slot gets its attribute's value only while the attribute still holds that slot in the database
@@ -104,7 +110,7 @@ def _slot_values(
     postgres = connection.vendor == "postgresql"
     by_slot = {slot: name for name, slot in slots.items() if slot in SLOT_TYPES}
     placeholders: list[str] = []
-    params: list[object] = []
+    params: list[Any] = []
     for slot in SLOT_COLUMNS:
         name = by_slot.get(slot)
         value = slot_value(slot, record.custom.get(name)) if name is not None else None
@@ -217,8 +223,8 @@ def slots_fill_txn(
     postgres = connection.vendor == "postgresql"
     sets: list[str] = []
     wheres: list[str] = []
-    params: list[object] = []
-    where_params: list[object] = []
+    params: list[Any] = []
+    where_params: list[Any] = []
     for name, slot in slots.items():
         if slot not in SLOT_TYPES:
             raise ValueError(f"not a slot column: {slot!r}")
