@@ -26,9 +26,11 @@ dev: $(VENV)/.installed-runtime
 services:
 	@bash infra/scripts/ensure-services.sh
 
+# mypy checks the packages listed in pyproject.toml's [tool.mypy] files.
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: $(VENV)/.installed-test services lint
 	$(BIN)/pytest

@@ -9,12 +9,11 @@ ids that do not exist.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from guardian.shortcuts import assign_perm
 
-from tenants import audit, roles, services
+from tenants import roles
 from tenants.auth import Principal
 from tenants.models import ApiKey, Invitation, Membership, Namespace, NamespaceUserPermission, Organization
 from tenants.roles import KeyRole, OrgRole
@@ -29,7 +28,7 @@ class Actor:
     """A person in one organisation, or an API key of it."""
 
     organization: Organization
-    user: object | None = None
+    user: Any | None = None
     """The Django user, for a person."""
     org_role: OrgRole | None = None
     """The person's organisation role (None for a key)."""
@@ -60,7 +59,7 @@ class Actor:
         return self._grants.get(str(namespace.id))
 
 
-def _member_grants(user: object, organization: Organization) -> dict[str, KeyRole]:
+def _member_grants(user: Any, organization: Organization) -> dict[str, KeyRole]:
     """A member's per-namespace roles in `organization` (one query over guardian's direct-FK table)."""
     held: dict[str, set[str]] = {}
     rows = NamespaceUserPermission.objects.filter(
@@ -69,14 +68,14 @@ def _member_grants(user: object, organization: Organization) -> dict[str, KeyRol
     for namespace_id, codename in rows:
         held.setdefault(str(namespace_id), set()).add(codename)
     grants = {}
-    for namespace_id, codenames in held.items():
+    for held_id, codenames in held.items():
         role = roles.role_from_permissions(codenames)
         if role is not None:
-            grants[namespace_id] = role
+            grants[held_id] = role
     return grants
 
 
-def actor_for_user(user: object, organization_slug: str | None = None) -> Actor | None:
+def actor_for_user(user: Any, organization_slug: str | None = None) -> Actor | None:
     """The person acting in the named organisation, or in their first one; None if not a member."""
     memberships = (
         Membership.objects.filter(user=user).select_related("organization").order_by("created_at", "id")
@@ -99,8 +98,8 @@ def actor_for_key(principal: Principal) -> Actor:
 # --- namespaces --------------------------------------------------------------------------------
 
 
-def namespace_get(actor: Actor, namespace_id: object) -> Namespace:
-    """The namespace with `namespace_id` if the actor has a role on it.
+def namespace_get(actor: Actor, namespace_id: Any) -> Namespace:
+    """The namespace with `namespace_id` (any value a request carried) if the actor has a role on it.
 
     Raises:
         NotFound: missing, deleted, another organisation's, or none of the actor's.
@@ -124,51 +123,10 @@ def namespace_list(actor: Actor) -> list[tuple[Namespace, KeyRole]]:
     return found
 
 
-def namespace_grants(namespace: Namespace) -> dict[int, KeyRole]:
-    """The per-namespace roles granted to people on `namespace`, by user id."""
-    held: dict[int, set[str]] = {}
-    for user_id, codename in NamespaceUserPermission.objects.filter(content_object=namespace).values_list(
-        "user_id", "permission__codename"
-    ):
-        held.setdefault(user_id, set()).add(codename)
-    return {
-        user_id: role
-        for user_id, codenames in held.items()
-        if (role := roles.role_from_permissions(codenames)) is not None
-    }
-
-
-def namespace_grant(*, namespace: Namespace, user: object, role: str | None) -> None:
-    """Give `user` the namespace role `role` on `namespace` (replacing any other); None takes it away."""
-    with transaction.atomic():
-        NamespaceUserPermission.objects.filter(content_object=namespace, user=user).delete()
-        if role is not None:
-            for codename in roles.permissions_for(role):
-                assign_perm(f"tenants.{codename}", user, namespace)
-        audit.record_change(
-            action="namespace.grant",
-            target=f"member/{getattr(user, 'email', '')}",
-            namespace=namespace,
-            details={"role": str(role) if role is not None else None},
-        )
-        keys_fit_creator(namespace.organization, user, "namespace.grant")
-
-
-def keys_fit_creator(organization: Organization, user: object, reason: str) -> None:
-    """Downgrade or revoke the keys `user` made that their roles, as they are now, no longer cover."""
-    actor = actor_for_user(user, organization.slug)
-    services.apikeys_fit_creator(
-        organization=organization,
-        user=user,
-        role_on=lambda namespace: None if actor is None else actor.namespace_role(namespace),
-        reason=reason,
-    )
-
-
 # --- members, invitations, keys ------------------------------------------------------------------
 
 
-def membership_get(actor: Actor, membership_id: object) -> Membership:
+def membership_get(actor: Actor, membership_id: Any) -> Membership:
     """A membership of the actor's organisation.
 
     Raises:
@@ -187,7 +145,7 @@ def membership_get(actor: Actor, membership_id: object) -> Membership:
     return membership
 
 
-def invitation_get(actor: Actor, invitation_id: object) -> Invitation:
+def invitation_get(actor: Actor, invitation_id: Any) -> Invitation:
     """A pending or past invitation of the actor's organisation.
 
     Raises:
@@ -224,7 +182,7 @@ def apikey_list(actor: Actor) -> list[ApiKey]:
     return [k for k in keys if apikey_visible(actor, k)]
 
 
-def apikey_get(actor: Actor, key_id: object) -> ApiKey:
+def apikey_get(actor: Actor, key_id: Any) -> ApiKey:
     """A key the actor may see.
 
     Raises:

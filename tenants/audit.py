@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -119,7 +120,7 @@ def record(
     *,
     action: str,
     target: str = "",
-    organization_id: object | None = None,
+    organization_id: uuid.UUID | str | None = None,
     namespace: Namespace | None = None,
     namespace_name: str = "",
     outcome: str = OK,
@@ -185,7 +186,7 @@ def record_change(
 
 def events(
     *,
-    organization_id: object | None,
+    organization_id: uuid.UUID | str | None,
     namespace_id: object | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
@@ -200,6 +201,25 @@ def events(
     if until is not None:
         query = query.filter(time__lt=until)
     return query.order_by("id")
+
+
+def events_page(
+    query: QuerySet[AuditEvent], *, before: int | None, limit: int
+) -> tuple[list[AuditEvent], int | None]:
+    """A page of `query`'s entries, newest first, with ids below `before` (None: from the newest); and
+    the cursor of the next page (the last entry's id), None after the last page."""
+    query = query.order_by("-id")
+    if before is not None:
+        query = query.filter(id__lt=before)
+    page = list(query[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return page, page[-1].id if more else None
+
+
+def events_stream(query: QuerySet[AuditEvent], *, chunk_size: int = 500) -> Iterator[AuditEvent]:
+    """`query`'s entries in its order, read `chunk_size` at a time (an export of any length in bounded memory)."""
+    return query.iterator(chunk_size=chunk_size)
 
 
 def as_dict(event: AuditEvent) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.db import models
@@ -150,10 +151,10 @@ class Invitation(models.Model):
 class AuditEventQuerySet(models.QuerySet):
     """Rows of the audit log can be added and read, never changed or removed (tenants/audit.py)."""
 
-    def update(self, **kwargs):  # type: ignore[no-untyped-def]
+    def update(self, **kwargs: Any) -> NoReturn:
         raise TypeError("the audit log is append-only: events are never updated")
 
-    def delete(self):  # type: ignore[no-untyped-def]
+    def delete(self) -> NoReturn:
         raise TypeError("the audit log is append-only: events are never deleted")
 
 
@@ -192,10 +193,10 @@ class AuditEvent(models.Model):
             models.Index(fields=["time"], name="audit_time"),  # retention (tenants/audit.py prune)
         ]
 
-    def save(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             raise TypeError("the audit log is append-only: events are never updated")
         super().save(*args, **kwargs)
 
-    def delete(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise TypeError("the audit log is append-only: events are never deleted")

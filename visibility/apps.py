@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 
 class VisibilityConfig(AppConfig):
@@ -12,7 +13,7 @@ class VisibilityConfig(AppConfig):
         connection_created.connect(_sqlite_functions, dispatch_uid="visibility-sqlite-functions")
 
 
-def _sqlite_functions(sender, connection, **kwargs) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_functions(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
     """SQLite has no word matching for Text filters: lend it the in-memory evaluator's."""
     if connection.vendor != "sqlite":
         return

@@ -27,14 +27,14 @@ class CustomSearchAttribute(models.Model):
         ]
 
 
-class CodePointTextField(models.TextField):  # type: ignore[type-arg]
+class CodePointTextField(models.TextField):
     """Text compared and ordered by code point: collation "C" on Postgres (SQLite's BINARY already is).
 
     Keyword comparisons are in code-point order on every backend; with the column's own collation "C"
     its index serves them (an index in the database's collation cannot answer `COLLATE "C"`).
     """
 
-    def db_parameters(self, connection: BaseDatabaseWrapper) -> dict[str, object]:
+    def db_parameters(self, connection: BaseDatabaseWrapper) -> dict[str, str | None]:
         params = super().db_parameters(connection)
         if connection.vendor == "postgresql":
             params["collation"] = "C"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from visibility.models import CustomSearchAttribute
@@ -41,12 +42,12 @@ def _load(namespace_id: str) -> Registered:
     return registered
 
 
-def custom_attributes(namespace_id: uuid.UUID | str, *, names: object = ()) -> Registered:
+def custom_attributes(namespace_id: uuid.UUID | str, *, names: Iterable[str] = ()) -> Registered:
     """The namespace's custom attributes: types and slots by name.
 
     A process may see a removal up to 5 s late (another process's change; its own are seen at once).
     Writers of slot columns re-check the slot in the database as they write (see
-    visibility.backends.sql.record_upsert_txn), so a stale entry never puts a value in another
+    visibility.backends.sql.records.record_upsert_txn), so a stale entry never puts a value in another
     attribute's slot.
 
     Args:
@@ -62,14 +63,13 @@ def custom_attributes(namespace_id: uuid.UUID | str, *, names: object = ()) -> R
         return _load(key)
     loaded_at, registered = entry
     if now - loaded_at > _MIN_RELOAD_SECONDS and any(
-        n not in registered.types and n not in SYSTEM
-        for n in names  # type: ignore[attr-defined]
+        n not in registered.types and n not in SYSTEM for n in names
     ):
         return _load(key)
     return registered
 
 
-def custom_types(namespace_id: uuid.UUID | str, *, names: object = ()) -> dict[str, SaType]:
+def custom_types(namespace_id: uuid.UUID | str, *, names: Iterable[str] = ()) -> dict[str, SaType]:
     """The namespace's custom attributes by name (see `custom_attributes`)."""
     return custom_attributes(namespace_id, names=names).types
 

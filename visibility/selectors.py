@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 from visibility import registry
-from visibility.backends import sql
-from visibility.backends.base import backend
+from visibility.backends import backend
+from visibility.backends.base import Record
 from visibility.query import ast
 from visibility.query.parser import QueryError, parse
 from visibility.query.resolve import resolve
@@ -44,7 +44,7 @@ def filter_parse(*, namespace_id: uuid.UUID, query: str, count: bool = False) ->
 
 def execution_list(
     *, namespace_id: uuid.UUID, query: str, page_size: int, page_token: bytes
-) -> tuple[list[sql.Record], bytes]:
+) -> tuple[list[Record], bytes]:
     """A page of the namespace's runs matching `query`, and the next page's token.
 
     Raises:
@@ -60,7 +60,7 @@ def execution_list(
 
 def execution_scan(
     *, namespace_id: uuid.UUID, query: str, page_size: int, page_token: bytes
-) -> tuple[list[sql.Record], bytes]:
+) -> tuple[list[Record], bytes]:
     """A page of a scan: every matching run once over all pages, in no promised order.
 
     Raises:

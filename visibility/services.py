@@ -9,7 +9,7 @@ from django.db import transaction
 
 from tenants.models import Namespace
 from visibility import registry, slots
-from visibility.backends import sql
+from visibility.backends.sql import records
 from visibility.models import CustomSearchAttribute
 from visibility.search_attributes import (
     LIMITS,
@@ -70,7 +70,7 @@ def search_attributes_add(*, namespace: Namespace, attributes: Mapping[str, int]
         # A new slot mirrors the JSON documents: the values runs kept from an earlier registration of
         # the name (which filters on the JSON would find), and nothing of the slot's previous attribute
         # (emptied at its removal; this also drops a value committed while that removal ran).
-        sql.slots_fill_txn(namespace.id, assigned)
+        records.slots_fill_txn(namespace.id, assigned)
     registry.forget(namespace.id)
 
 
@@ -98,5 +98,5 @@ def search_attributes_remove(*, namespace: Namespace, names: Iterable[str]) -> N
         # no value into a slot once this commits.
         removed.delete()
         for slot in freed:
-            sql.slot_clear_txn(namespace.id, slot)
+            records.slot_clear_txn(namespace.id, slot)
     registry.forget(namespace.id)

@@ -19,9 +19,10 @@ from engine import validation
 from engine.api import auth, dbthreads
 from engine.api.convert import dur
 from engine.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from tenants import selectors, services
+from tenants import errors, selectors
 from tenants.auth import Principal
 from tenants.models import ApiKey, Namespace, Organization
+from tenants.services import namespaces as namespace_services
 
 
 def namespace_info(namespace: Namespace) -> tuple[NamespaceInfo, NamespaceConfig, NamespaceReplicationConfig]:
@@ -75,18 +76,18 @@ def _register(request: rr.RegisterNamespaceRequest, principal: Principal, retent
     else:
         organization = Organization.objects.get(pk=principal.organization_id)
     try:
-        namespace = services.namespace_register(
+        namespace = namespace_services.namespace_register(
             name=request.namespace,
             organization=organization,
             description=request.description,
             owner_email=request.owner_email,
             retention_days=retention_days,
         )
-    except services.NamespaceAlreadyExists:
+    except errors.NamespaceAlreadyExists:
         raise AlreadyExists("Namespace already exists.", NamespaceAlreadyExistsFailure()) from None
-    except services.NamespaceError as e:
+    except errors.NamespaceError as e:
         raise InvalidArgument(str(e)) from None
-    except services.QuotaExceeded as e:
+    except errors.QuotaExceeded as e:
         # Not RESOURCE_EXHAUSTED: the SDKs would retry it, and waiting does not lift a cap.
         raise FailedPrecondition(str(e)) from None
     if not principal.anonymous:
@@ -150,16 +151,16 @@ async def update(request: rr.UpdateNamespaceRequest) -> rr.UpdateNamespaceRespon
 
     def apply() -> Namespace:
         try:
-            updated = services.namespace_update(
+            updated = namespace_services.namespace_update(
                 namespace=namespace,
                 description=info.description or None,
                 owner_email=info.owner_email or None,
                 retention_days=retention,
             )
-        except services.NamespaceError as e:
+        except errors.NamespaceError as e:
             raise InvalidArgument(str(e)) from None
         if state == NamespaceState.NAMESPACE_STATE_DEPRECATED:
-            updated = services.namespace_deprecate(namespace=updated)
+            updated = namespace_services.namespace_deprecate(namespace=updated)
         return updated
 
     updated = await dbthreads.run(apply)
@@ -171,7 +172,7 @@ async def update(request: rr.UpdateNamespaceRequest) -> rr.UpdateNamespaceRespon
 
 async def deprecate(request: rr.DeprecateNamespaceRequest) -> rr.DeprecateNamespaceResponse:
     namespace = await _by_name(request.namespace)
-    await dbthreads.run(services.namespace_deprecate, namespace=namespace)
+    await dbthreads.run(namespace_services.namespace_deprecate, namespace=namespace)
     return rr.DeprecateNamespaceResponse()
 
 
@@ -192,5 +193,5 @@ async def delete(request: orr.DeleteNamespaceRequest) -> orr.DeleteNamespaceResp
         raise InvalidArgument("Namespace is not set on request.")
     if namespace.state == Namespace.State.DELETED:
         raise FailedPrecondition(f"Namespace {namespace.name} is already deleted.")
-    deleted = await dbthreads.run(services.namespace_delete, namespace=namespace)
+    deleted = await dbthreads.run(namespace_services.namespace_delete, namespace=namespace)
     return orr.DeleteNamespaceResponse(deleted_namespace=deleted.name)

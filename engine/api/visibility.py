@@ -24,8 +24,7 @@ from engine.services import workflow_tasks
 from engine.tokens import TaskToken
 from tenants.models import Namespace
 from visibility import registry, selectors
-from visibility.backends.base import BackendUnavailable
-from visibility.backends.sql import Record
+from visibility.backends.base import BackendUnavailable, Record
 from visibility.models import CustomSearchAttribute
 from visibility.query.parser import QueryError
 from visibility.search_attributes import (

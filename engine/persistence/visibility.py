@@ -18,7 +18,8 @@ from engine.history.state import MutableState
 from engine.models import Execution
 from engine.persistence import encryption
 from visibility import registry
-from visibility.backends import sql
+from visibility.backends.base import Record
+from visibility.backends.sql import records
 from visibility.search_attributes import stored_values, to_micros
 
 # Events after which a run's record must be rewritten even though its status did not change.
@@ -76,8 +77,8 @@ def record_write_txn(execution: Execution, state: MutableState, m: Mutation | No
         delta = state.close_time - state.execution_time
         duration = max((delta.days * 86400 + delta.seconds) * 10**9 + delta.microseconds * 1000, 0)
     parent = state.parent
-    sql.record_upsert_txn(
-        sql.Record(
+    records.record_upsert_txn(
+        Record(
             execution_id=execution.pk,
             namespace_id=namespace_id
             if isinstance(namespace_id, uuid.UUID)

@@ -28,8 +28,9 @@ from engine.persistence import visibility as visibility_store
 from engine.shards import leases, parking
 from engine.shards.budget import Budget
 from visibility import registry
-from visibility.backends import sql
-from visibility.backends.base import backend
+from visibility.backends import backend
+from visibility.backends.base import Record
+from visibility.backends.sql import records as sql_records
 from visibility.search_attributes import PREDEFINED, SaType
 
 log = logging.getLogger(__name__)
@@ -71,11 +72,11 @@ def _types(namespace_id: uuid.UUID, cache: dict[uuid.UUID, dict[str, SaType]]) -
     return cache[namespace_id]
 
 
-def _read(where: str, params: list[object], limit: int | None = None) -> list[tuple[sql.Record, int]]:
+def _read(where: str, params: list[object], limit: int | None = None) -> list[tuple[Record, int]]:
     """Records with their run's db_version, read in one statement (so the two agree)."""
-    columns = ", ".join(f"v.{c}" for c in sql.SELECT_COLUMNS)
+    columns = ", ".join(f"v.{c}" for c in sql_records.SELECT_COLUMNS)
     query = (
-        f"SELECT {columns}, e.db_version FROM {sql.TABLE} v JOIN engine_execution e ON e.id = v.execution_id "
+        f"SELECT {columns}, e.db_version FROM {sql_records.TABLE} v JOIN engine_execution e ON e.id = v.execution_id "
         f"WHERE {where} ORDER BY v.execution_id"
     )
     if limit is not None:
@@ -83,17 +84,17 @@ def _read(where: str, params: list[object], limit: int | None = None) -> list[tu
     with connection.cursor() as cursor:
         cursor.execute(query, params)
         rows = cursor.fetchall()
-    return [(sql._record(r[:-1]), int(r[-1])) for r in rows]
+    return [(sql_records.record_from_row(r[:-1]), int(r[-1])) for r in rows]
 
 
-def _document(record: sql.Record, cache: dict[uuid.UUID, dict[str, SaType]]) -> dict[str, Any]:
-    from visibility.backends.opensearch import document
+def _document(record: Record, cache: dict[uuid.UUID, dict[str, SaType]]) -> dict[str, Any]:
+    from visibility.backends.opensearch.documents import document
 
     return document(record, _types(record.namespace_id, cache))
 
 
 def _items(
-    records: list[tuple[sql.Record, int]], cache: dict[uuid.UUID, dict[str, SaType]]
+    records: list[tuple[Record, int]], cache: dict[uuid.UUID, dict[str, SaType]]
 ) -> list[tuple[str, int, dict[str, Any]]]:
     return [(str(r.execution_id), version, _document(r, cache)) for r, version in records]
 
@@ -137,7 +138,7 @@ class _Batch:
             )
 
 
-def _records(batch: _Batch) -> list[tuple[sql.Record, int]]:
+def _records(batch: _Batch) -> list[tuple[Record, int]]:
     """The batch's records; when reading them together fails, each run alone, so that one record that
     cannot be read is charged to its rows and the others go on."""
     runs = sorted(batch.by_run)
@@ -146,7 +147,7 @@ def _records(batch: _Batch) -> list[tuple[sql.Record, int]]:
     except Exception as e:  # noqa: BLE001
         if parking.is_outage(e):
             raise parking.Outage(str(e)) from e
-    records: list[tuple[sql.Record, int]] = []
+    records: list[tuple[Record, int]] = []
     for execution_id in runs:
         try:
             records += _read("v.execution_id = %s", [execution_id])
@@ -195,7 +196,7 @@ def process(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
         for execution_id in [e for e in batch.by_run if e not in read]:
             batch.done += batch.by_run.pop(execution_id)
         items: list[tuple[str, int, dict[str, Any]]] = []
-        sent: list[sql.Record] = []
+        sent: list[Record] = []
         for record, version in records:
             try:
                 items.append((str(record.execution_id), version, _document(record, cache)))
@@ -264,7 +265,7 @@ class Reindexed:
     index: str
 
 
-def _pages(batch: int) -> Iterator[list[tuple[sql.Record, int]]]:
+def _pages(batch: int) -> Iterator[list[tuple[Record, int]]]:
     last = -1
     while True:
         page = _read("v.execution_id > %s", [last], limit=batch)
@@ -291,7 +292,7 @@ def reindex(
         opensearchpy.exceptions.TransportError, ConnectionError: OpenSearch failed (run it again:
             every step is idempotent).
     """
-    from visibility.backends.opensearch import OpenSearchBackend
+    from visibility.backends.opensearch.backend import OpenSearchBackend
 
     index = backend()
     if not isinstance(index, OpenSearchBackend):
@@ -323,5 +324,5 @@ def reindex(
 
 def sql_count() -> int:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM {sql.TABLE}")
+        cursor.execute(f"SELECT COUNT(*) FROM {sql_records.TABLE}")
         return int(cursor.fetchone()[0])

@@ -1,4 +1,4 @@
-"""Sign in and out of the console with the accounts of the REST API (Django users, tenants/accounts.py).
+"""Sign in and out of the console with the accounts of the REST API (Django users, tenants/services/).
 
 Attempts count against the same throttles as `POST /api/v1/auth/login/` (per address and per account, in
 the shared `throttle` cache), so the console is no way around them.

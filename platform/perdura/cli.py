@@ -10,13 +10,6 @@ import signal
 import sys
 
 
-def _django() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "perdura.settings")
-    import django
-
-    django.setup()
-
-
 def _cmd_dev(args: argparse.Namespace) -> None:
     from perdura import devserver
 
@@ -33,14 +26,16 @@ def _cmd_dev(args: argparse.Namespace) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> None:
-    _django()
+    from perdura import bootstrap
+
+    bootstrap.setup()
     from django.core.management import call_command
 
     from perdura import logs
 
     # Django's progress lines are for a terminal; in the JSON format one logged line says it is done.
     call_command("migrate", interactive=False, verbosity=0 if logs.is_json() else 1)
-    from tenants.services import namespace_ensure
+    from tenants.services.namespaces import namespace_ensure
 
     namespace_ensure(name="default")
     if logs.is_json():
@@ -60,7 +55,9 @@ def _tls_flags(parser: argparse.ArgumentParser) -> None:
 
 def _cmd_api(args: argparse.Namespace) -> None:
     _tls_env(args)
-    _django()
+    from perdura import bootstrap
+
+    bootstrap.setup()
     from engine.api import server as api_server
     from engine.api.listener import start_listener
     from perdura import logs, shutdown

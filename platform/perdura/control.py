@@ -7,35 +7,10 @@ running `perdura dev --db-file F` with PERDURA_DATABASE_URL=sqlite:///F, or a pr
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import timedelta
-from pathlib import Path
 
-
-def _django() -> None:
-    from perdura import env
-
-    url = env.database_url()
-    if url.startswith("sqlite:///"):
-        # A `perdura dev` database: its generated master key lives beside it, as the dev server keeps it.
-        os.environ["PERDURA_DEV"] = "1"
-        os.environ.setdefault("PERDURA_DATA_DIR", str(Path(url.removeprefix("sqlite:///")).resolve().parent))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "perdura.settings")
-    import django
-
-    django.setup()
-    import getpass
-    import socket
-
-    from tenants import audit
-
-    # What these commands change is recorded as the operator's, by OS account and host.
-    audit.bind(
-        audit.AuditContext(
-            actor=audit.operator_actor("cli", getpass.getuser()), source=socket.gethostname(), via="cli"
-        )
-    )
+from perdura import bootstrap
 
 
 def _fail(message: str) -> None:
@@ -75,8 +50,9 @@ def _duration(text: str) -> timedelta:
 
 
 def _org_create(args: argparse.Namespace) -> None:
-    _django()
-    from tenants.services import TenantError, organization_create
+    bootstrap.setup(operator=True)
+    from tenants.errors import TenantError
+    from tenants.services.organizations import organization_create
 
     try:
         organization = organization_create(
@@ -89,8 +65,9 @@ def _org_create(args: argparse.Namespace) -> None:
 
 
 def _namespace_create(args: argparse.Namespace) -> None:
-    _django()
-    from tenants.services import NamespaceError, namespace_full_name, namespace_register
+    bootstrap.setup(operator=True)
+    from tenants.errors import NamespaceError
+    from tenants.services.namespaces import namespace_full_name, namespace_register
 
     organization = _organization(args.org) if args.org else None
     name = namespace_full_name(organization=organization, name=args.name) if organization else args.name
@@ -118,10 +95,10 @@ def _rps(text: str) -> float | None:
 
 
 def _namespace_update(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from tenants import quotas
     from tenants.models import Namespace
-    from tenants.services import namespace_set_rate_limits
+    from tenants.services.namespaces import namespace_set_rate_limits
 
     namespace = Namespace.objects.filter(name=args.name).first()
     if namespace is None:
@@ -141,9 +118,11 @@ def _namespace_update(args: argparse.Namespace) -> None:
 
 
 def _apikey_create(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
+    from tenants.errors import TenantError
     from tenants.models import Namespace
-    from tenants.services import TenantError, apikey_create, namespace_full_name
+    from tenants.services.keys import apikey_create_by_operator
+    from tenants.services.namespaces import namespace_full_name
 
     organization = _organization(args.org)
     namespaces = []
@@ -154,7 +133,7 @@ def _apikey_create(args: argparse.Namespace) -> None:
             _fail(f"organisation {organization.slug!r} has no namespace {full!r}")
         namespaces.append(namespace)
     try:
-        key, plaintext = apikey_create(
+        key, plaintext = apikey_create_by_operator(
             organization=organization,
             name=args.name,
             role=args.role,
@@ -189,28 +168,29 @@ def _find_key(value: str):  # type: ignore[no-untyped-def]
 
 
 def _apikey_revoke(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from tenants import api_keys
-    from tenants.services import apikey_revoke
+    from tenants.services.keys import apikey_revoke
 
     key = apikey_revoke(key=_find_key(args.key))
     print(f"API key {key.name!r} ({api_keys.display(key.prefix)}) revoked")
 
 
 def _apikey_rotate(args: argparse.Namespace) -> None:
-    _django()
-    from tenants.services import TenantError, apikey_rotate
+    bootstrap.setup(operator=True)
+    from tenants.errors import TenantError
+    from tenants.services.keys import apikey_rotate_by_operator
 
     old = _find_key(args.key)
     try:
-        key, plaintext = apikey_rotate(key=old, grace=args.grace or timedelta(0))
+        key, plaintext = apikey_rotate_by_operator(key=old, grace=args.grace or timedelta(0))
     except TenantError as e:
         _fail(str(e))
     _print_key(key, plaintext)
 
 
 def _apikey_list(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from perdura import clock
     from tenants import api_keys, selectors
 
@@ -231,7 +211,7 @@ def _apikey_list(args: argparse.Namespace) -> None:
 
 
 def _audit_export(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     import json
 
     from tenants import audit
@@ -266,7 +246,7 @@ def _audit_export(args: argparse.Namespace) -> None:
 
 
 def _audit_prune(args: argparse.Namespace) -> None:
-    _django()
+    bootstrap.setup(operator=True)
     from tenants import audit
 
     try:

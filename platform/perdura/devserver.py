@@ -44,17 +44,17 @@ def configure(
         from perdura import env
 
         env.data_dir().mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "perdura.settings")
     return temp
 
 
 def prepare() -> None:
-    import django
     from django.core.management import call_command
 
-    django.setup()
+    from perdura import bootstrap
+
+    bootstrap.setup()
     call_command("migrate", verbosity=0, interactive=False)
-    from tenants.services import namespace_ensure
+    from tenants.services.namespaces import namespace_ensure
 
     namespace_ensure(name="default")
 

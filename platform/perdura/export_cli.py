@@ -9,21 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
-
-
-def _dev_key_location() -> None:
-    """Against a `perdura dev` database, its signing key is the one kept beside it (as control._django
-    finds its master key); `key` needs that without setting up Django."""
-    from perdura import env
-
-    url = env.database_url()
-    if url.startswith("sqlite:///"):
-        os.environ["PERDURA_DEV"] = "1"
-        os.environ.setdefault("PERDURA_DATA_DIR", str(Path(url.removeprefix("sqlite:///")).resolve().parent))
 
 
 def _signing_key():  # type: ignore[no-untyped-def]
@@ -36,9 +24,9 @@ def _signing_key():  # type: ignore[no-untyped-def]
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
-    from perdura import control
+    from perdura import bootstrap
 
-    control._django()
+    bootstrap.setup(operator=True)
     from engine.errors import NotFound
     from engine.exports import gather, signing
     from tenants import selectors
@@ -86,9 +74,9 @@ def _visibility_token(namespace):  # type: ignore[no-untyped-def]
 
 
 def _cmd_query(args: argparse.Namespace) -> None:
-    from perdura import control, progress
+    from perdura import bootstrap, progress
 
-    control._django()
+    bootstrap.setup(operator=True)
     from engine.exports import bulk, destinations, signing
     from tenants import selectors
     from visibility.query.parser import QueryError
@@ -155,7 +143,10 @@ def _cmd_verify(args: argparse.Namespace) -> None:
 
 
 def _cmd_key(args: argparse.Namespace) -> None:
-    _dev_key_location()
+    from perdura import bootstrap
+
+    # Against a `perdura dev` database its signing key is the one kept beside it; no Django needed.
+    bootstrap.dev_data_dir_beside_database()
     from engine.exports import manifest
 
     key = _signing_key()

@@ -57,9 +57,9 @@ def _reencrypt_now(namespace, *, status_only: bool = False) -> None:  # type: ig
 
 def _rotate_key(args: argparse.Namespace) -> None:
     from perdura import env
-    from perdura.control import _django
+    from perdura import bootstrap
 
-    _django()
+    bootstrap.setup(operator=True)
     from tenants import audit, datakeys
 
     namespace = _namespace(args.name)
@@ -87,17 +87,18 @@ def _rotate_key(args: argparse.Namespace) -> None:
 
 
 def _reencrypt(args: argparse.Namespace) -> None:
-    from perdura.control import _django
+    from perdura import bootstrap
 
-    _django()
+    bootstrap.setup(operator=True)
     _reencrypt_now(_namespace(args.name), status_only=args.status)
 
 
 def _masterkey_rotate(args: argparse.Namespace) -> None:
     from perdura import env
-    from perdura.control import _django, _fail
+    from perdura import bootstrap
+    from perdura.control import _fail
 
-    _django()
+    bootstrap.setup(operator=True)
     from tenants import audit, datakeys
 
     if env.previous_master_key() is None:

@@ -8,9 +8,9 @@ import sys
 
 
 def _parked(args: argparse.Namespace) -> None:
-    from perdura.control import _django
+    from perdura import bootstrap
 
-    _django()
+    bootstrap.setup(operator=True)
     from engine.shards import parking
 
     rows = parking.parked_list(namespace=args.namespace)
@@ -44,9 +44,9 @@ def _parked(args: argparse.Namespace) -> None:
 def _redrive(args: argparse.Namespace) -> None:
     if bool(args.all) == bool(args.ids):
         raise SystemExit("perdura: give either --all or the ids of parked rows (see `perdura shards parked`)")
-    from perdura.control import _django
+    from perdura import bootstrap
 
-    _django()
+    bootstrap.setup(operator=True)
     from engine.shards import parking
 
     try:

@@ -41,9 +41,9 @@ class ProgressBar:
 
 
 def _reindex(args: argparse.Namespace) -> None:
-    from perdura.cli import _django
+    from perdura import bootstrap
 
-    _django()
+    bootstrap.setup()
     from engine.shards import visibility_index
 
     bar = ProgressBar("reindex")

@@ -7,12 +7,17 @@ window ends, before any key is looked at.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from django.core.cache import caches
+from django.http import HttpRequest
 from rest_framework import authentication, exceptions
 
 from tenants import api_keys
 from tenants.auth import AuthError, Principal, authenticate
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
 
 log = logging.getLogger("perdura.rest")
 FAILED_KEYS_PER_MINUTE = 20
@@ -33,7 +38,7 @@ class KeyUser:
         return self.principal.label
 
 
-def client_address(request) -> str:
+def client_address(request: HttpRequest | Request) -> str:
     """The caller's address (REMOTE_ADDR: put the web process behind a proxy that sets it)."""
     return request.META.get("REMOTE_ADDR", "") or "unknown"
 
@@ -67,7 +72,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(str(e)) from None
         return KeyUser(principal), principal
 
-    def authenticate_header(self, request) -> str:
+    def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="perdura"'
 
 

@@ -6,8 +6,7 @@ from rest_framework import exceptions
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from tenants.access import NotFound
-from tenants.accounts import Forbidden
-from tenants.services import OrganizationAlreadyExists, TenantError
+from tenants.errors import Forbidden, OrganizationAlreadyExists, TenantError
 
 
 class BadRequest(exceptions.APIException):

@@ -9,12 +9,18 @@ Namespace needs (READ, WRITE, ADMIN) are checked again on the object by the view
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 from rest_framework import exceptions, permissions
 
 from tenants import access, roles
+from tenants.models import Namespace
 from tenants.rest.authentication import KeyUser
 from tenants.roles import Access
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 ORG_HEADER = "HTTP_X_PERDURA_ORGANIZATION"
 
@@ -45,14 +51,14 @@ _NAMESPACE_ACCESS = {
 }
 
 
-def need_of(view, method: str) -> Need | None:
+def need_of(view: object, method: str) -> Need | None:
     """The need `view` declares for `method` (HEAD and OPTIONS as GET)."""
     declared = getattr(view, "needs", None) or {}
     method = "GET" if method in ("HEAD", "OPTIONS") else method
     return declared.get(method)
 
 
-def actor_of(request) -> access.Actor | None:
+def actor_of(request: Request) -> access.Actor | None:
     """The request's actor (resolved once): a key, or a person in the organisation named by the
     `X-Perdura-Organization` header (default: their first)."""
     if hasattr(request, "_perdura_actor"):
@@ -63,15 +69,15 @@ def actor_of(request) -> access.Actor | None:
         actor = access.actor_for_key(user.principal)
     elif user is not None and user.is_authenticated:
         actor = access.actor_for_user(user, request.META.get(ORG_HEADER) or None)
-    request._perdura_actor = actor
+    request._perdura_actor = actor  # type: ignore[attr-defined]  # the request's own memo of its actor
     return actor
 
 
 class Declared(permissions.BasePermission):
     """Enforces the view's declared needs."""
 
-    def has_permission(self, request, view) -> bool:
-        need = need_of(view, request.method)
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        need = need_of(view, request.method or "")
         if need is None:
             return False
         if need is Need.PUBLIC:
@@ -95,12 +101,15 @@ class Declared(permissions.BasePermission):
             )
         return True
 
-    def has_object_permission(self, request, view, obj) -> bool:
-        need = need_of(view, request.method)
-        wanted = _NAMESPACE_ACCESS.get(need)
+    def has_object_permission(self, request: Request, view: APIView, obj: Namespace) -> bool:
+        need = need_of(view, request.method or "")
+        wanted = _NAMESPACE_ACCESS.get(need) if need is not None else None
         if wanted is None:
             return True
-        role = actor_of(request).namespace_role(obj)
+        actor = actor_of(request)
+        if actor is None:  # has_permission refused it already
+            raise exceptions.NotAuthenticated()
+        role = actor.namespace_role(obj)
         if role is None:
             raise exceptions.NotFound("namespace not found")
         if roles.key_access(role) < wanted:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from tenants import api_keys
-from tenants.models import Namespace
+from tenants.models import ApiKey, Namespace
 
 ROLE_CHOICES = ["reader", "operator", "admin"]
 ORG_ROLE_CHOICES = ["owner", "admin", "member"]
@@ -174,13 +174,13 @@ class ApiKeyOut(serializers.Serializer):
     last_used_at = serializers.DateTimeField(allow_null=True)
     rotated_from = serializers.UUIDField(source="rotated_from_id", allow_null=True)
 
-    def get_prefix(self, obj) -> str:
+    def get_prefix(self, obj: ApiKey) -> str:
         return api_keys.display(obj.prefix)
 
-    def get_namespaces(self, obj) -> list[str]:
+    def get_namespaces(self, obj: ApiKey) -> list[str]:
         return sorted(n.name for n in obj.namespaces.all())
 
-    def get_created_by(self, obj) -> str | None:
+    def get_created_by(self, obj: ApiKey) -> str | None:
         return obj.created_by.email if obj.created_by is not None else None
 
 

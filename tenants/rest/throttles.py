@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.core.cache import caches
+from django.core.cache import BaseCache, caches
 from perdura import ratelimit
 from rest_framework import exceptions
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 from tenants import quotas
 from tenants.rest.permissions import actor_of
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 _limiters: dict[tuple[str, str, str], ratelimit.SyncLimiter] = {}
 _limiters_lock = threading.Lock()
@@ -38,7 +43,7 @@ class OrganizationThrottle(BaseThrottle):
     second, two seconds' worth at once), whether a person or a key makes it: one tenant's script cannot
     hold the web workers every other tenant shares. An empty bucket answers 429 with Retry-After."""
 
-    def allow_request(self, request, view) -> bool:
+    def allow_request(self, request: Request, view: APIView) -> bool:
         user = request.user
         actor = actor_of(request) if user is not None and user.is_authenticated else None
         if actor is None:
@@ -58,10 +63,10 @@ class OrganizationThrottle(BaseThrottle):
 
 class _Throttle(SimpleRateThrottle):
     @property
-    def cache(self):  # noqa: D102  (per thread, like Django's caches)
+    def cache(self) -> BaseCache:  # type: ignore[override]  # DRF's class attribute, read per thread as Django's caches are
         return caches["throttle"]
 
-    def get_cache_key(self, request, view) -> str:
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
 
@@ -76,7 +81,7 @@ class LoginAccountThrottle(_Throttle):
 
     scope = "login_account"
 
-    def get_cache_key(self, request, view) -> str | None:
+    def get_cache_key(self, request: Request, view: APIView) -> str | None:
         email = str(request.data.get("email", "")).strip().lower() if hasattr(request, "data") else ""
         if not email:
             return None

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from tenants.rest import export_views, views
+from tenants.rest import audit_views, export_views, views
 
 urlpatterns = [
     path("auth/csrf/", views.CsrfView.as_view(), name="api-csrf"),
@@ -49,6 +49,6 @@ urlpatterns = [
     path("api-keys/<uuid:key_id>/", views.ApiKeyView.as_view(), name="api-key"),
     path("api-keys/<uuid:key_id>/revoke/", views.ApiKeyRevokeView.as_view(), name="api-key-revoke"),
     path("api-keys/<uuid:key_id>/rotate/", views.ApiKeyRotateView.as_view(), name="api-key-rotate"),
-    path("audit/", views.AuditListView.as_view(), name="api-audit"),
-    re_path(r"^audit/export/?$", views.AuditExportView.as_view(), name="api-audit-export"),
+    path("audit/", audit_views.AuditListView.as_view(), name="api-audit"),
+    re_path(r"^audit/export/?$", audit_views.AuditExportView.as_view(), name="api-audit-export"),
 ]

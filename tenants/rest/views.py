@@ -1,4 +1,4 @@
-"""REST views of /api/v1/: thin transport over tenants.accounts, tenants.services and tenants.access.
+"""REST views of /api/v1/: thin transport over tenants.services, tenants.selectors and tenants.access.
 
 Each view declares what every method needs (`needs`, enforced by permissions.Declared); objects are
 fetched through tenants.access inside the caller's organisation, so other tenants' ids answer 404.
@@ -6,26 +6,30 @@ fetched through tenants.access inside the caller's organisation, so other tenant
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth import authenticate, login, logout
-from django.http import StreamingHttpResponse
 from django.middleware.csrf import get_token
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.authentication import SessionAuthentication as DrfSessionAuthentication
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from tenants import access, accounts, audit, roles, services
-from tenants.models import Membership, Namespace
+from tenants import access, audit, selectors
+from tenants.errors import NamespaceAlreadyExists
+from tenants.models import ApiKey, Namespace
 from tenants.rest import serializers as s
 from tenants.rest import throttles
 from tenants.rest.authentication import client_address
 from tenants.rest.permissions import Need, actor_of
+from tenants.roles import KeyRole
+from tenants.services import invitations, keys, members, namespaces, organizations, people, signup
 
 log = logging.getLogger("perdura.rest")
 
@@ -36,7 +40,10 @@ class _View(APIView):
 
     @property
     def actor(self) -> access.Actor:
-        return actor_of(self.request)
+        actor = actor_of(self.request)
+        if actor is None:  # the view's needs let no one without an actor this far
+            raise exceptions.NotAuthenticated()
+        return actor
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
@@ -75,7 +82,7 @@ class _View(APIView):
             namespace_id = uuid.UUID(str(self.kwargs.get("namespace_id", "")))
         except ValueError:
             return None
-        return Namespace.objects.filter(pk=namespace_id, organization=actor.organization).first()
+        return selectors.namespace_of_organization(organization=actor.organization, namespace_id=namespace_id)
 
     def finalize_response(self, request, response, *args, **kwargs):
         if self._audit_token is not None:
@@ -92,7 +99,7 @@ def _audit_actor(actor: access.Actor | None) -> audit.AuditActor:
     return audit.user_actor(actor.user)
 
 
-class _CsrfAlways:
+class _CsrfAlways(_View):
     """CSRF on anonymous account writes too (login CSRF, sign-up into an attacker's account)."""
 
     def initial(self, request, *args, **kwargs):
@@ -101,11 +108,13 @@ class _CsrfAlways:
         super().initial(request, *args, **kwargs)
 
 
-def _me(request) -> dict:
-    memberships = Membership.objects.filter(user=request.user).select_related("organization")
+def _me(request: Request) -> dict[str, Any]:
+    # A person signed in: MeView needs one, and sign-up and invitation acceptance sign in first.
+    user: Any = request.user
+    memberships = selectors.membership_list_of_user(user=user)
     actor = actor_of(request)
     return {
-        "user": {"id": request.user.pk, "email": request.user.email},
+        "user": {"id": user.pk, "email": user.email},
         "organization": s.OrganizationOut(actor.organization).data if actor else None,
         "role": actor.org_role.value if actor and actor.org_role else None,
         "organizations": [{"slug": m.organization.slug, "role": m.role} for m in memberships],
@@ -125,7 +134,7 @@ class CsrfView(_View):
         return Response({"csrf_token": get_token(request)})
 
 
-class SignupView(_CsrfAlways, _View):
+class SignupView(_CsrfAlways):
     """Sign up: always 202 with no body once the input is valid, as password reset answers, so no one can
     learn whether an email has an account. A new address gets a confirmation link by email (which creates
     the organisation and signs in: `auth/signup/confirm/`); an address with an account gets an email
@@ -137,7 +146,7 @@ class SignupView(_CsrfAlways, _View):
     @extend_schema(request=s.SignupIn, responses={202: None})
     def post(self, request):
         data = _valid(s.SignupIn, request.data)
-        accounts.signup(
+        signup.signup(
             email=data["email"],
             password=data["password"],
             organization_slug=data["organization"],
@@ -149,7 +158,7 @@ class SignupView(_CsrfAlways, _View):
         return Response(status=status.HTTP_202_ACCEPTED)
 
 
-class SignupConfirmView(_CsrfAlways, _View):
+class SignupConfirmView(_CsrfAlways):
     """POST the emailed token: the person's account becomes active, owns the new organisation, signs in."""
 
     needs = {"POST": Need.PUBLIC}
@@ -157,14 +166,14 @@ class SignupConfirmView(_CsrfAlways, _View):
 
     @extend_schema(request=s.SignupConfirmIn, responses={201: s.MeOut})
     def post(self, request):
-        # The new organisation's first entries name the new person (accounts.signup_confirm binds them).
-        membership = accounts.signup_confirm(token=_valid(s.SignupConfirmIn, request.data)["token"])
+        # The new organisation's first entries name the new person (signup.signup_confirm binds them).
+        membership = signup.signup_confirm(token=_valid(s.SignupConfirmIn, request.data)["token"])
         login(request, membership.user, backend="django.contrib.auth.backends.ModelBackend")
         log.info("sign-up: organisation %s from %s", membership.organization.slug, client_address(request))
         return Response(_me(request), status=status.HTTP_201_CREATED)
 
 
-class LoginView(_CsrfAlways, _View):
+class LoginView(_CsrfAlways):
     """Log in with email and password (a session cookie). Throttled per address and per account."""
 
     needs = {"POST": Need.PUBLIC}
@@ -181,7 +190,7 @@ class LoginView(_CsrfAlways, _View):
         return Response(_me(request))
 
 
-class LogoutView(_CsrfAlways, _View):
+class LogoutView(_CsrfAlways):
     needs = {"POST": Need.PUBLIC}
 
     @extend_schema(request=None, responses={204: None})
@@ -200,7 +209,7 @@ class MeView(_View):
         return Response(_me(request))
 
 
-class PasswordResetView(_CsrfAlways, _View):
+class PasswordResetView(_CsrfAlways):
     """Email a password reset link (always 202: no account probing)."""
 
     needs = {"POST": Need.PUBLIC}
@@ -208,22 +217,22 @@ class PasswordResetView(_CsrfAlways, _View):
 
     @extend_schema(request=s.PasswordResetIn, responses={202: None})
     def post(self, request):
-        accounts.password_reset_request(email=_valid(s.PasswordResetIn, request.data)["email"])
+        people.password_reset_request(email=_valid(s.PasswordResetIn, request.data)["email"])
         return Response(status=status.HTTP_202_ACCEPTED)
 
 
-class PasswordResetConfirmView(_CsrfAlways, _View):
+class PasswordResetConfirmView(_CsrfAlways):
     needs = {"POST": Need.PUBLIC}
     throttle_classes = [throttles.PasswordResetThrottle]
 
     @extend_schema(request=s.PasswordResetConfirmIn, responses={204: None})
     def post(self, request):
         data = _valid(s.PasswordResetConfirmIn, request.data)
-        accounts.password_reset_confirm(uid=data["uid"], token=data["token"], password=data["password"])
+        people.password_reset_confirm(uid=data["uid"], token=data["token"], password=data["password"])
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class InvitationAcceptView(_CsrfAlways, _View):
+class InvitationAcceptView(_CsrfAlways):
     """GET shows the invitation of `?token=`; POST accepts it with a password (new or the account's)."""
 
     needs = {"GET": Need.PUBLIC, "POST": Need.PUBLIC}
@@ -233,7 +242,7 @@ class InvitationAcceptView(_CsrfAlways, _View):
         parameters=[OpenApiParameter("token", str, required=True)], responses={200: s.InvitationPreviewOut}
     )
     def get(self, request):
-        invitation = accounts.invitation_find(request.query_params.get("token", ""))
+        invitation = selectors.invitation_find(token=request.query_params.get("token", ""))
         if invitation is None:
             raise exceptions.NotFound("this invitation is not valid (unknown, used, revoked or expired)")
         return Response(s.InvitationPreviewOut(invitation).data)
@@ -241,7 +250,7 @@ class InvitationAcceptView(_CsrfAlways, _View):
     @extend_schema(request=s.InvitationAcceptIn, responses={200: s.MeOut})
     def post(self, request):
         data = _valid(s.InvitationAcceptIn, request.data)
-        membership = accounts.invitation_accept(token=data["token"], password=data["password"])
+        membership = invitations.invitation_accept(token=data["token"], password=data["password"])
         login(request, membership.user, backend="django.contrib.auth.backends.ModelBackend")
         request.META["HTTP_X_PERDURA_ORGANIZATION"] = membership.organization.slug
         return Response(_me(request))
@@ -263,7 +272,7 @@ class OrganizationView(_View):
     def patch(self, request):
         data = _valid(s.OrganizationIn, request.data)
         return Response(
-            s.OrganizationOut(accounts.organization_update(actor=self.actor, name=data["name"])).data
+            s.OrganizationOut(organizations.organization_update(actor=self.actor, name=data["name"])).data
         )
 
 
@@ -272,12 +281,8 @@ class MemberListView(_View):
 
     @extend_schema(responses={200: s.MemberOut(many=True)})
     def get(self, request):
-        members = (
-            Membership.objects.filter(organization=self.actor.organization)
-            .select_related("user")
-            .order_by("created_at", "id")
-        )
-        return Response(s.MemberOut(members, many=True).data)
+        found = selectors.member_list(organization=self.actor.organization)
+        return Response(s.MemberOut(found, many=True).data)
 
 
 class MemberView(_View):
@@ -294,12 +299,12 @@ class MemberView(_View):
         membership = access.membership_get(self.actor, member_id)
         role = _valid(s.MemberIn, request.data)["role"]
         return Response(
-            s.MemberOut(accounts.member_set_role(actor=self.actor, membership=membership, role=role)).data
+            s.MemberOut(members.member_set_role(actor=self.actor, membership=membership, role=role)).data
         )
 
     @extend_schema(responses={204: None})
     def delete(self, request, member_id):
-        accounts.member_remove(actor=self.actor, membership=access.membership_get(self.actor, member_id))
+        members.member_remove(actor=self.actor, membership=access.membership_get(self.actor, member_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -310,13 +315,15 @@ class InvitationListView(_View):
 
     @extend_schema(responses={200: s.InvitationOut(many=True)})
     def get(self, request):
-        invitations = self.actor.organization.invitations.order_by("-created_at")
-        return Response(s.InvitationOut(invitations, many=True).data)
+        found = selectors.invitation_list(organization=self.actor.organization)
+        return Response(s.InvitationOut(found, many=True).data)
 
     @extend_schema(request=s.InviteIn, responses={201: s.InvitationOut})
     def post(self, request):
         data = _valid(s.InviteIn, request.data)
-        invitation, _ = accounts.invitation_create(actor=self.actor, email=data["email"], role=data["role"])
+        invitation, _ = invitations.invitation_create(
+            actor=self.actor, email=data["email"], role=data["role"]
+        )
         return Response(s.InvitationOut(invitation).data, status=status.HTTP_201_CREATED)
 
 
@@ -329,7 +336,7 @@ class InvitationView(_View):
 
     @extend_schema(responses={204: None})
     def delete(self, request, invitation_id):
-        accounts.invitation_revoke(
+        invitations.invitation_revoke(
             actor=self.actor, invitation=access.invitation_get(self.actor, invitation_id)
         )
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -338,7 +345,7 @@ class InvitationView(_View):
 # --- namespaces ----------------------------------------------------------------------------------
 
 
-def _namespace_out(namespace, role) -> dict:
+def _namespace_out(namespace: Namespace, role: KeyRole | str | None) -> dict[str, Any]:
     return s.NamespaceOut(namespace, context={"roles": {namespace.id: role}}).data
 
 
@@ -358,17 +365,16 @@ class NamespaceListView(_View):
         data = _valid(s.NamespaceIn, request.data)
         actor = self.actor
         try:
-            namespace = services.namespace_register(
-                name=services.namespace_full_name(organization=actor.organization, name=data["name"]),
+            namespace = namespaces.namespace_register(
+                name=namespaces.namespace_full_name(organization=actor.organization, name=data["name"]),
                 organization=actor.organization,
                 description=data["description"],
                 retention_days=data["retention_days"],
+                # As RegisterNamespace: the admin key that creates a namespace may use it.
+                creator_key_id=actor.key.key_id if actor.key is not None else None,
             )
-        except services.NamespaceAlreadyExists as e:
+        except NamespaceAlreadyExists as e:
             raise exceptions.ValidationError({"name": [str(e)]}) from None
-        if actor.key is not None:
-            # As RegisterNamespace: the admin key that creates a namespace may use it.
-            namespace.api_keys.add(actor.key.key_id)
         log.info("namespace %s created by %s", namespace.name, actor.label)
         return Response(_namespace_out(namespace, "admin"), status=status.HTTP_201_CREATED)
 
@@ -395,14 +401,14 @@ class NamespaceView(_NamespaceView):
     def patch(self, request, namespace_id):
         namespace = self._get(namespace_id)
         data = _valid(s.NamespaceUpdateIn, request.data)
-        namespace = services.namespace_update(namespace=namespace, **data)
+        namespace = namespaces.namespace_update(namespace=namespace, **data)
         return Response(_namespace_out(namespace, self.actor.namespace_role(namespace)))
 
     @extend_schema(responses={204: None})
     def delete(self, request, namespace_id):
         namespace = self._get(namespace_id)
         name = namespace.name
-        services.namespace_delete(namespace=namespace)
+        namespaces.namespace_delete(namespace=namespace)
         log.info("namespace %s deleted by %s", name, self.actor.label)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -412,7 +418,7 @@ class NamespaceDeprecateView(_NamespaceView):
 
     @extend_schema(request=None, responses={200: s.NamespaceOut})
     def post(self, request, namespace_id):
-        namespace = services.namespace_deprecate(namespace=self._get(namespace_id))
+        namespace = namespaces.namespace_deprecate(namespace=self._get(namespace_id))
         return Response(_namespace_out(namespace, self.actor.namespace_role(namespace)))
 
 
@@ -423,15 +429,11 @@ class NamespaceAccessListView(_NamespaceView):
 
     @extend_schema(responses={200: s.GrantOut(many=True)})
     def get(self, request, namespace_id):
-        namespace = self._get(namespace_id)
-        grants = access.namespace_grants(namespace)
-        members = Membership.objects.filter(organization=self.actor.organization).select_related("user")
-        rows = []
-        for m in members.order_by("created_at", "id"):
-            role = "admin" if m.role in ("owner", "admin") else grants.get(m.user_id)
-            if role is not None:
-                rows.append({"member": m.id, "email": m.user.email, "role": str(role)})
-        return Response(rows)
+        return Response(
+            selectors.namespace_access_list(
+                organization=self.actor.organization, namespace=self._get(namespace_id)
+            )
+        )
 
 
 class NamespaceAccessView(_NamespaceView):
@@ -444,21 +446,21 @@ class NamespaceAccessView(_NamespaceView):
         namespace = self._get(namespace_id)
         membership = access.membership_get(self.actor, member_id)
         role = _valid(s.GrantIn, request.data)["role"]
-        access.namespace_grant(namespace=namespace, user=membership.user, role=role)
+        namespaces.namespace_grant(namespace=namespace, user=membership.user, role=role)
         return Response({"member": membership.id, "email": membership.user.email, "role": role})
 
     @extend_schema(responses={204: None})
     def delete(self, request, namespace_id, member_id):
         namespace = self._get(namespace_id)
         membership = access.membership_get(self.actor, member_id)
-        access.namespace_grant(namespace=namespace, user=membership.user, role=None)
+        namespaces.namespace_grant(namespace=namespace, user=membership.user, role=None)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 # --- API keys ------------------------------------------------------------------------------------
 
 
-def _created(key, plaintext: str) -> dict:
+def _created(key: ApiKey, plaintext: str) -> dict[str, Any]:
     return {**s.ApiKeyOut(key).data, "key": plaintext}
 
 
@@ -475,7 +477,7 @@ class ApiKeyListView(_View):
     def post(self, request):
         data = _valid(s.ApiKeyIn, request.data)
         namespaces = [access.namespace_get(self.actor, n) for n in data["namespaces"]]
-        key, plaintext = accounts.apikey_create(
+        key, plaintext = keys.apikey_create_by_person(
             actor=self.actor,
             name=data["name"],
             role=data["role"],
@@ -501,7 +503,7 @@ class ApiKeyRevokeView(_View):
 
     @extend_schema(request=None, responses={200: s.ApiKeyOut})
     def post(self, request, key_id):
-        key = services.apikey_revoke(key=access.apikey_get(self.actor, key_id))
+        key = keys.apikey_revoke(key=access.apikey_get(self.actor, key_id))
         log.info("API key %s revoked by %s", key, self.actor.label)
         return Response(s.ApiKeyOut(key).data)
 
@@ -515,112 +517,12 @@ class ApiKeyRotateView(_View):
     def post(self, request, key_id):
         key = access.apikey_get(self.actor, key_id)
         grace = timedelta(seconds=_valid(s.RotateIn, request.data)["grace_seconds"])
-        successor, plaintext = accounts.apikey_rotate(actor=self.actor, key=key, grace=grace)
+        successor, plaintext = keys.apikey_rotate_by_person(actor=self.actor, key=key, grace=grace)
         log.info("API key %s rotated to %s by %s", key, successor, self.actor.label)
         return Response(_created(successor, plaintext), status=status.HTTP_201_CREATED)
 
 
-def _valid(serializer_class, data) -> dict:
+def _valid(serializer_class: type[Serializer], data: Any) -> dict[str, Any]:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
-
-
-# --- audit log ------------------------------------------------------------------------------------
-
-AUDIT_PAGE = 100
-AUDIT_PAGE_MAX = 1000
-_AUDIT_PARAMETERS = [
-    OpenApiParameter(
-        "namespace", str, description="a namespace id or name (its admins); default: the organisation"
-    ),
-    OpenApiParameter("since", str, description="RFC 3339 time or a duration back from now (24h, 7d)"),
-    OpenApiParameter("until", str, description="RFC 3339 time or a duration back from now (exclusive)"),
-]
-
-
-def _audit_events(request, actor: access.Actor):
-    """The entries of the query's namespace (its admins) or of the whole organisation (owners and admins)."""
-    params = request.query_params
-    reference = params.get("namespace", "").strip()
-    namespace = None
-    if reference:
-        try:
-            uuid.UUID(reference)
-        except ValueError:
-            namespace = Namespace.objects.filter(name=reference, organization=actor.organization).first()
-            if namespace is None or actor.namespace_role(namespace) is None:
-                raise access.NotFound("namespace not found") from None
-        else:
-            namespace = access.namespace_get(actor, reference)
-        if actor.namespace_role(namespace) != roles.KeyRole.ADMIN:
-            raise exceptions.PermissionDenied(f"the audit log of {namespace.name} needs the admin role on it")
-    elif not actor.is_org_admin:
-        raise exceptions.PermissionDenied(
-            "the organisation's audit log needs an owner or admin; name a namespace you administer "
-            "with ?namespace="
-        )
-    bounds = {}
-    for name in ("since", "until"):
-        if params.get(name):
-            try:
-                bounds[name] = audit.parse_time(params[name])
-            except ValueError as e:
-                raise exceptions.ValidationError({name: [str(e)]}) from None
-    return audit.events(
-        organization_id=actor.organization.id,
-        namespace_id=namespace.id if namespace is not None else None,
-        **bounds,
-    )
-
-
-class AuditListView(_View):
-    """The audit log, newest first, a page at a time (`?cursor=` from `next`; `?limit=` up to 1000)."""
-
-    needs = {"GET": Need.MEMBER}
-
-    @extend_schema(
-        parameters=[
-            *_AUDIT_PARAMETERS,
-            OpenApiParameter("cursor", int, description="the `next_cursor` of the previous page"),
-            OpenApiParameter("limit", int, description="entries per page (default 100, at most 1000)"),
-        ],
-        responses={200: dict},
-    )
-    def get(self, request):
-        query = _audit_events(request, self.actor).order_by("-id")
-        try:
-            limit = min(max(int(request.query_params.get("limit", AUDIT_PAGE)), 1), AUDIT_PAGE_MAX)
-            cursor = int(request.query_params["cursor"]) if request.query_params.get("cursor") else None
-        except ValueError:
-            raise exceptions.ValidationError({"cursor": ["cursor and limit are integers"]}) from None
-        if cursor is not None:
-            query = query.filter(id__lt=cursor)
-        page = list(query[: limit + 1])
-        more = len(page) > limit
-        page = page[:limit]
-        next_cursor = page[-1].id if more else None
-        next_url = None
-        if next_cursor is not None:
-            params = request.query_params.copy()
-            params["cursor"] = str(next_cursor)
-            next_url = request.build_absolute_uri(f"{request.path}?{params.urlencode()}")
-        return Response(
-            {"results": [audit.as_dict(e) for e in page], "next_cursor": next_cursor, "next": next_url}
-        )
-
-
-class AuditExportView(_View):
-    """The audit log as JSON Lines, oldest first, streamed (one entry per line)."""
-
-    needs = {"GET": Need.MEMBER}
-
-    @extend_schema(parameters=_AUDIT_PARAMETERS, responses={(200, "application/x-ndjson"): str})
-    def get(self, request):
-        query = _audit_events(request, self.actor)
-        lines = (
-            json.dumps(audit.as_dict(e), separators=(",", ":")) + "\n" for e in query.iterator(chunk_size=500)
-        )
-        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
-        response["Content-Disposition"] = f'attachment; filename="audit-{self.actor.organization.slug}.jsonl"'
-        return response

@@ -9,8 +9,9 @@ import uuid
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from tenants import audit, services
+from tenants import audit
 from tenants.models import AuditEvent, Namespace
+from tenants.services import namespaces, organizations
 from tests.integration.test_rest_api import Api, create_key, create_namespace, signup
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def org():
-    return services.organization_create(slug=f"o{uuid.uuid4().hex[:8]}", owner_email="owner@example.com")
+    return organizations.organization_create(slug=f"o{uuid.uuid4().hex[:8]}", owner_email="owner@example.com")
 
 
 def actions(**filters) -> list[str]:
@@ -50,7 +51,7 @@ def test_entries_cannot_be_changed_or_removed_even_with_sql(org):
 def test_a_change_and_its_entry_commit_or_roll_back_together(org, monkeypatch):
     context = audit.AuditContext(actor=audit.operator_actor("cli", "ops"), source="host-1", via="cli")
     with audit.acting(context):
-        namespace = services.namespace_register(name=f"a.{org.slug}", organization=org, retention_days=2)
+        namespace = namespaces.namespace_register(name=f"a.{org.slug}", organization=org, retention_days=2)
     event = AuditEvent.objects.get(namespace_id=namespace.id)
     assert (event.action, event.target, event.outcome, event.organization_id) == (
         "namespace.register",
@@ -70,7 +71,7 @@ def test_a_change_and_its_entry_commit_or_roll_back_together(org, monkeypatch):
     # Rolled back with the transaction that made the change: no entry for a change that did not happen.
     def update_then_fail():
         with transaction.atomic():
-            services.namespace_update(namespace=namespace, description="never")
+            namespaces.namespace_update(namespace=namespace, description="never")
             raise RuntimeError("the change fails after its entry was written")
 
     with pytest.raises(RuntimeError):
@@ -81,12 +82,12 @@ def test_a_change_and_its_entry_commit_or_roll_back_together(org, monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("audit log unavailable")
 
-    monkeypatch.setattr(services.audit, "record_change", broken)
+    monkeypatch.setattr(audit, "record_change", broken)
     with pytest.raises(RuntimeError, match="unavailable"):
-        services.namespace_register(name=f"b.{org.slug}", organization=org)
+        namespaces.namespace_register(name=f"b.{org.slug}", organization=org)
     assert not Namespace.objects.filter(name=f"b.{org.slug}").exists()
     with pytest.raises(RuntimeError, match="unavailable"):
-        services.namespace_deprecate(namespace=namespace)
+        namespaces.namespace_deprecate(namespace=namespace)
     assert Namespace.objects.get(pk=namespace.pk).state == Namespace.State.REGISTERED
 
 

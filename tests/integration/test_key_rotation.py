@@ -20,7 +20,7 @@ from engine.persistence import encryption, reencrypt, store
 from engine.services import workflows
 from tenants import datakeys
 from tenants.models import DataKey, Namespace
-from tenants.services import namespace_register
+from tenants.services.namespaces import namespace_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

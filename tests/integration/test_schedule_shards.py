@@ -19,7 +19,7 @@ from engine.models import Execution, ShardLease
 from engine.models import Schedule as ScheduleRow
 from engine.services import schedules
 from engine.shards import leases, timers
-from tenants.services import namespace_register
+from tenants.services.namespaces import namespace_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -24,7 +24,7 @@ from engine.models import Execution, ShardLease, Timer
 from engine.persistence import store
 from engine.services import workflow_tasks, workflows
 from engine.shards import leases, timers
-from tenants.services import namespace_register
+from tenants.services.namespaces import namespace_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,24 +9,25 @@ from datetime import timedelta
 import pytest
 from perdura import clock
 
-from tenants import auth, selectors, services
+from tenants import auth, errors, selectors
 from tenants.models import ApiKey, DataKey, Membership
+from tenants.services import keys, namespaces, organizations
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def org():
-    return services.organization_create(slug=f"o{uuid.uuid4().hex[:8]}", owner_email="Owner@Example.com")
+    return organizations.organization_create(slug=f"o{uuid.uuid4().hex[:8]}", owner_email="Owner@Example.com")
 
 
 @pytest.fixture
 def namespace(org):
-    return services.namespace_register(name=f"orders.{org.slug}", organization=org, retention_days=3)
+    return namespaces.namespace_register(name=f"orders.{org.slug}", organization=org, retention_days=3)
 
 
 def new_key(org, namespace, role="operator", expires_in=timedelta(days=1)):
-    return services.apikey_create(
+    return keys.apikey_create_by_operator(
         organization=org, name="ci", role=role, namespaces=[namespace], expires_in=expires_in
     )
 
@@ -35,23 +36,23 @@ def test_an_organisation_has_its_owner_and_a_unique_slug(org):
     membership = Membership.objects.get(organization=org)
     assert membership.role == "owner"
     assert membership.user.email == "owner@example.com"
-    with pytest.raises(services.OrganizationAlreadyExists):
-        services.organization_create(slug=org.slug, owner_email="x@example.com")
-    with pytest.raises(services.TenantError, match="lowercase"):
-        services.organization_create(slug="Bad.Slug", owner_email="x@example.com")
+    with pytest.raises(errors.OrganizationAlreadyExists):
+        organizations.organization_create(slug=org.slug, owner_email="x@example.com")
+    with pytest.raises(errors.TenantError, match="lowercase"):
+        organizations.organization_create(slug="Bad.Slug", owner_email="x@example.com")
 
 
 def test_namespace_names_carry_their_organisation_suffix(org, namespace):
     assert DataKey.objects.filter(namespace=namespace).count() == 1
-    assert services.namespace_full_name(organization=org, name="payments") == f"payments.{org.slug}"
-    with pytest.raises(services.NamespaceError, match=f"<name>.{org.slug}"):
-        services.namespace_register(name="payments.someoneelse", organization=org)
-    with pytest.raises(services.NamespaceError, match="belong to organisations"):
-        services.namespace_register(name=f"squat.{org.slug}")
-    with pytest.raises(services.NamespaceAlreadyExists):
-        services.namespace_register(name=namespace.name, organization=org)
-    with pytest.raises(services.NamespaceError, match="between 1 and 90"):
-        services.namespace_update(namespace=namespace, retention_days=91)
+    assert namespaces.namespace_full_name(organization=org, name="payments") == f"payments.{org.slug}"
+    with pytest.raises(errors.NamespaceError, match=f"<name>.{org.slug}"):
+        namespaces.namespace_register(name="payments.someoneelse", organization=org)
+    with pytest.raises(errors.NamespaceError, match="belong to organisations"):
+        namespaces.namespace_register(name=f"squat.{org.slug}")
+    with pytest.raises(errors.NamespaceAlreadyExists):
+        namespaces.namespace_register(name=namespace.name, organization=org)
+    with pytest.raises(errors.NamespaceError, match="between 1 and 90"):
+        namespaces.namespace_update(namespace=namespace, retention_days=91)
 
 
 def test_a_key_authenticates_with_its_grants_and_only_its_hash_is_stored(org, namespace):
@@ -84,7 +85,7 @@ def test_expired_and_revoked_keys_are_refused(org, namespace, monkeypatch):
     with pytest.raises(auth.AuthError, match="expired"):
         auth.authenticate(plaintext)
     monkeypatch.undo()
-    services.apikey_revoke(key=key)
+    keys.apikey_revoke(key=key)
     with pytest.raises(auth.AuthError, match="revoked"):
         auth.authenticate(plaintext)
 
@@ -105,7 +106,7 @@ def test_last_use_is_written_at_most_once_a_minute(org, namespace, monkeypatch):
 
 def test_rotation_hands_over_the_grants_and_retires_the_old_key(org, namespace):
     old, old_plaintext = new_key(org, namespace, role="reader", expires_in=timedelta(days=30))
-    new, new_plaintext = services.apikey_rotate(key=old)
+    new, new_plaintext = keys.apikey_rotate_by_operator(key=old)
     assert new.rotated_from_id == old.pk
     assert new.role == "reader"
     assert list(new.namespaces.all()) == [namespace]
@@ -113,13 +114,13 @@ def test_rotation_hands_over_the_grants_and_retires_the_old_key(org, namespace):
     assert auth.authenticate(new_plaintext).key_id == str(new.pk)
     with pytest.raises(auth.AuthError, match="revoked"):
         auth.authenticate(old_plaintext)
-    with pytest.raises(services.TenantError, match="revoked"):
-        services.apikey_rotate(key=old)
+    with pytest.raises(errors.TenantError, match="revoked"):
+        keys.apikey_rotate_by_operator(key=old)
 
 
 def test_rotation_with_grace_keeps_the_old_key_briefly(org, namespace, monkeypatch):
     old, old_plaintext = new_key(org, namespace)
-    services.apikey_rotate(key=old, grace=timedelta(minutes=5))
+    keys.apikey_rotate_by_operator(key=old, grace=timedelta(minutes=5))
     auth.authenticate(old_plaintext)
     later = clock.now() + timedelta(minutes=6)
     monkeypatch.setattr(clock, "now", lambda: later)
@@ -128,19 +129,19 @@ def test_rotation_with_grace_keeps_the_old_key_briefly(org, namespace, monkeypat
 
 
 def test_a_key_cannot_name_another_organisations_namespace_or_outlive_two_years(org, namespace):
-    other = services.organization_create(slug=f"p{uuid.uuid4().hex[:8]}", owner_email="p@example.com")
-    foreign = services.namespace_register(name=f"x.{other.slug}", organization=other)
-    with pytest.raises(services.TenantError, match="does not belong"):
-        services.apikey_create(
+    other = organizations.organization_create(slug=f"p{uuid.uuid4().hex[:8]}", owner_email="p@example.com")
+    foreign = namespaces.namespace_register(name=f"x.{other.slug}", organization=other)
+    with pytest.raises(errors.TenantError, match="does not belong"):
+        keys.apikey_create_by_operator(
             organization=org,
             name="k",
             role="admin",
             namespaces=[namespace, foreign],
             expires_in=timedelta(days=1),
         )
-    with pytest.raises(services.TenantError, match="two years"):
+    with pytest.raises(errors.TenantError, match="two years"):
         new_key(org, namespace, expires_in=timedelta(days=731))
-    with pytest.raises(services.TenantError, match="unknown role"):
+    with pytest.raises(errors.TenantError, match="unknown role"):
         new_key(org, namespace, role="owner")
 
 

@@ -34,9 +34,12 @@ from tests.integration.test_visibility_sql import (
     register,
 )
 from tests.support import opensearch as support
-from visibility import selectors
-from visibility.backends import base, sql
-from visibility.backends.opensearch import OpenSearchBackend, client_from_url
+from visibility import backends, selectors
+from visibility.backends import base
+from visibility.backends.base import Record
+from visibility.backends.opensearch.backend import OpenSearchBackend, client_from_url
+from visibility.backends.sql import backend as sql_backend
+from visibility.backends.sql import records as sql_records
 from visibility.query import ast
 from visibility.query.memory import matches
 from visibility.query.parser import QueryError, parse
@@ -56,9 +59,9 @@ class Harness:
         self.backend = backend
         self.conn = conn
 
-    def load(self, rows: list[sql.Record]) -> None:
+    def load(self, rows: list[Record]) -> None:
         if isinstance(self.backend, OpenSearchBackend):
-            from visibility.backends.opensearch import document
+            from visibility.backends.opensearch.documents import document
 
             acks = self.backend.bulk_index(
                 (str(r.execution_id), next(_versions), document(r, TYPES)) for r in rows
@@ -68,7 +71,7 @@ class Harness:
         for namespace in {r.namespace_id for r in rows}:
             register(self.conn or connection, namespace, SLOTS)
         for row in rows:
-            sql.record_upsert_txn(row, self.conn, slots=SLOTS)
+            sql_records.record_upsert_txn(row, self.conn, slots=SLOTS)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -109,18 +112,18 @@ def harness(request) -> Harness:  # type: ignore[no-untyped-def]
     if request.param == "opensearch":
         return Harness("opensearch", request.getfixturevalue("opensearch"))
     conn = request.getfixturevalue("sqlite_conn") if request.param == "sqlite" else connection
-    return Harness(request.param, sql.SqlBackend(conn), conn)
+    return Harness(request.param, sql_backend.SqlBackend(conn), conn)
 
 
 def _q(text: str, count: bool = False) -> ast.Query:
     return resolve(parse(text), CUSTOM, count=count, slots=SLOTS)
 
 
-def _rows(namespace: uuid.UUID, n: int, **changes: object) -> list[sql.Record]:
+def _rows(namespace: uuid.UUID, n: int, **changes: object) -> list[Record]:
     return [_to_record(namespace, {**_blank(), **changes}) for _ in range(n)]
 
 
-def _dataset(namespace: uuid.UUID) -> list[sql.Record]:
+def _dataset(namespace: uuid.UUID) -> list[Record]:
     rows = []
     for i in range(12):
         closed = i % 3 != 0
@@ -205,7 +208,7 @@ def test_default_order_pages_and_group_by(harness) -> None:  # type: ignore[no-u
         for r in sorted(
             rows,
             key=lambda r: (
-                r.close_time if r.close_time is not None else sql.MAX_SORT,
+                r.close_time if r.close_time is not None else sql_records.MAX_SORT,
                 r.start_time,
                 r.execution_id,
             ),
@@ -293,7 +296,7 @@ def test_namespaces_are_apart(harness) -> None:  # type: ignore[no-untyped-def]
 
 def test_bad_page_tokens_and_queries(harness, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A token the backend did not make is InvalidArgument (QueryError); so are bad filters, before any backend."""
-    monkeypatch.setattr(base, "_loaded", harness.backend)
+    monkeypatch.setattr(backends, "_loaded", harness.backend)
     ns = uuid.uuid4()
     with harness.session():
         harness.load(_rows(ns, 3))
@@ -338,7 +341,7 @@ def test_listing_returns_the_whole_record(harness) -> None:  # type: ignore[no-u
 
 def test_external_versions_keep_the_newest(opensearch) -> None:
     """An older document arriving late is refused (409, counted as done) and the newer one stays."""
-    from visibility.backends.opensearch import document
+    from visibility.backends.opensearch.documents import document
 
     ns = uuid.uuid4()
     row = _to_record(ns, _blank())
@@ -372,7 +375,7 @@ def test_sql_opensearch_and_memory_agree(opensearch, sqlite_conn, mine, theirs, 
     )
     for harness in (
         Harness("opensearch", opensearch),
-        Harness("sqlite", sql.SqlBackend(sqlite_conn), sqlite_conn),
+        Harness("sqlite", sql_backend.SqlBackend(sqlite_conn), sqlite_conn),
     ):
         harness.load(rows)
         listed = harness.all_pages(ns, query, page_size)
@@ -383,7 +386,7 @@ def test_sql_opensearch_and_memory_agree(opensearch, sqlite_conn, mine, theirs, 
 
 def test_custom_types_of_one_name_differ_by_namespace(opensearch) -> None:
     """Two namespaces may give one attribute name different types: the index keeps them apart."""
-    from visibility.backends.opensearch import document
+    from visibility.backends.opensearch.documents import document
 
     a, b = uuid.uuid4(), uuid.uuid4()
     ra = replace(_to_record(a, _blank()), custom={"Shared": "text"})

@@ -16,7 +16,8 @@ import pytest
 from django.db import connection
 
 from tests.integration.test_visibility_sql import BASE, CUSTOM, SLOTS, _blank, _isolated, _to_record, register
-from visibility.backends import sql
+from visibility.backends.sql import backend as sql_backend
+from visibility.backends.sql import records as sql_records
 from visibility.query.parser import parse
 from visibility.query.resolve import resolve
 from visibility.search_attributes import format_datetime, from_micros
@@ -39,9 +40,9 @@ def namespace() -> Iterator[uuid.UUID]:
                 "CloseTime": BASE + i * 1_000_000 + 5 if i % 10 else None,
             }
             custom = {"Kw": "rare" if i % 800 == 7 else f"common-{i % 3}", "When": BASE + i * 1000, "Num": i}
-            sql.record_upsert_txn(replace(_to_record(ns, values), custom=custom), slots=SLOTS)
+            sql_records.record_upsert_txn(replace(_to_record(ns, values), custom=custom), slots=SLOTS)
         with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {sql.TABLE}")
+            cursor.execute(f"ANALYZE {sql_records.TABLE}")
         yield ns
 
 
@@ -56,8 +57,8 @@ def _plans(ns: uuid.UUID, text: str, *, slotted: bool = True) -> tuple[str, str]
     list_query = resolve(parse(text), CUSTOM, count=False, slots=SLOTS if slotted else None)
     count_query = resolve(parse(text), CUSTOM, count=True, slots=SLOTS if slotted else None)
     with connection.execute_wrapper(capture):
-        page, _ = sql.list_records(ns, list_query, page_size=100, page_token=b"")
-        sql.count_records(ns, count_query)
+        page, _ = sql_backend.list_records(ns, list_query, page_size=100, page_token=b"")
+        sql_backend.count_records(ns, count_query)
     assert page, text
     plans = []
     with connection.cursor() as cursor:

@@ -15,10 +15,12 @@ import pytest
 from django.db import connection
 
 from tenants.models import Namespace
-from tenants.services import namespace_ensure
+from tenants.services.namespaces import namespace_ensure
 from tests.integration.test_visibility_sql import _blank, _isolated, _to_record
 from visibility import registry, selectors, services, slots
-from visibility.backends import sql
+from visibility.backends.sql import backend as sql_backend
+from visibility.backends.sql import compiler as sql_compiler
+from visibility.backends.sql import records as sql_records
 from visibility.models import CustomSearchAttribute
 from visibility.query.parser import parse
 from visibility.query.resolve import resolve
@@ -57,14 +59,14 @@ def _write(namespace: Namespace, custom: dict[str, object], *, cached: dict[str,
     """Write a record as the run's transaction does (slots from the registry unless `cached` is given)."""
     record = replace(_to_record(namespace.id, _blank()), custom=custom)
     mapping = registry.custom_attributes(namespace.id).slots if cached is None else cached
-    sql.record_upsert_txn(record, slots=mapping)
+    sql_records.record_upsert_txn(record, slots=mapping)
     return record.execution_id
 
 
 def _column(execution_id: int, slot: str) -> object:
     assert slot in slots.SLOT_TYPES
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {slot} FROM {sql.TABLE} WHERE execution_id = %s", [execution_id])
+        cursor.execute(f"SELECT {slot} FROM {sql_records.TABLE} WHERE execution_id = %s", [execution_id])
         return cursor.fetchone()[0]
 
 
@@ -161,7 +163,7 @@ def test_a_name_registered_again_finds_the_values_runs_kept(namespace) -> None:
     assert _column(kept, "keyword01") is None  # 7 is no Keyword
     assert _count(namespace, "A = 'x'") == 1
     unslotted = resolve(parse("A = 'x'"), {"A": KEYWORD, "N": KEYWORD}, count=True)
-    assert sql.count_records(namespace.id, unslotted)[0] == 1
+    assert sql_backend.count_records(namespace.id, unslotted)[0] == 1
 
 
 def test_rewriting_a_record_keeps_its_slots_in_step(namespace) -> None:
@@ -169,12 +171,12 @@ def test_rewriting_a_record_keeps_its_slots_in_step(namespace) -> None:
     services.search_attributes_add(namespace=namespace, attributes={"A": KEYWORD, "W": DATETIME, "F": BOOL})
     record = replace(_to_record(namespace.id, _blank()), custom={"A": "x", "W": 1_000, "F": True})
     mapping = registry.custom_attributes(namespace.id).slots
-    sql.record_upsert_txn(record, slots=mapping)
+    sql_records.record_upsert_txn(record, slots=mapping)
     assert (_column(record.execution_id, "datetime01"), _column(record.execution_id, "bool01")) == (
         1_000,
         True,
     )
-    sql.record_upsert_txn(replace(record, custom={"A": "y"}), slots=mapping)
+    sql_records.record_upsert_txn(replace(record, custom={"A": "y"}), slots=mapping)
     assert _column(record.execution_id, "keyword01") == "y"
     assert _column(record.execution_id, "datetime01") is None
     assert _column(record.execution_id, "bool01") is None
@@ -185,7 +187,7 @@ def test_filters_read_the_slot_column() -> None:
     a slot of another type than the attribute's is ignored."""
     ns = uuid.uuid4()
     custom = {"A": KEYWORD, "N": INT}
-    slotted = sql.compile_filter(
+    slotted = sql_compiler.compile_filter(
         ns, resolve(parse("A = 'x' AND N > 3"), custom, count=False, slots={"A": "keyword04", "N": "int02"})
     )
     assert "v.keyword04 = %s" in slotted.where
@@ -193,9 +195,9 @@ def test_filters_read_the_slot_column() -> None:
     assert "custom" not in slotted.where
     assert "x" in slotted.params
     wrong_type = resolve(parse("N = 3"), custom, count=False, slots={"N": "keyword01"})
-    assert "custom" in sql.compile_filter(ns, wrong_type).where
+    assert "custom" in sql_compiler.compile_filter(ns, wrong_type).where
     # Only names of the fixed list ever reach the SQL, whatever an AST carries.
     forged = resolve(parse("A = 'x'"), custom, count=False)
     assert forged.where is not None
     forged = replace(forged, where=replace(forged.where, attr=replace(forged.where.attr, slot="custom; --")))  # type: ignore[arg-type]
-    assert "custom; --" not in sql.compile_filter(ns, forged).where
+    assert "custom; --" not in sql_compiler.compile_filter(ns, forged).where

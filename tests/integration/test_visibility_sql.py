@@ -19,7 +19,9 @@ from django.db.backends.sqlite3.base import DatabaseWrapper as SqliteWrapper
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from visibility.backends import sql
+from visibility.backends.base import Record
+from visibility.backends.sql import backend as sql_backend
+from visibility.backends.sql import records as sql_records
 from visibility.models import CustomSearchAttribute, VisibilityRecord
 from visibility.query import ast
 from visibility.query.memory import matches
@@ -169,10 +171,10 @@ filters = st.recursive(
 )
 
 
-def _to_record(namespace: uuid.UUID, values: dict[str, object]) -> sql.Record:
+def _to_record(namespace: uuid.UUID, values: dict[str, object]) -> Record:
     custom = {name: values[name] for name in CUSTOM if values[name] is not None}
     close = values["CloseTime"]
-    return sql.Record(
+    return Record(
         execution_id=next(_ids),
         namespace_id=namespace,
         workflow_id=str(values["WorkflowId"]),
@@ -214,7 +216,7 @@ def slots_of(namespace: uuid.UUID) -> dict[str, str]:
     return OTHER_SLOTS if namespace == OTHER else SLOTS
 
 
-def _memory_view(record: sql.Record) -> dict[str, object]:
+def _memory_view(record: Record) -> dict[str, object]:
     view: dict[str, object] = {name: getattr(record, c.column) for name, c in COLUMNS.items()}
     view.update(record.custom)
     return view
@@ -256,20 +258,20 @@ def _sqlite() -> Iterator[SqliteWrapper]:
     wrapper.close()
 
 
-def _load(conn, rows: list[sql.Record]) -> None:  # type: ignore[no-untyped-def]
+def _load(conn, rows: list[Record]) -> None:  # type: ignore[no-untyped-def]
     with conn.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {sql.TABLE}")
+        cursor.execute(f"DELETE FROM {sql_records.TABLE}")
     register(conn, NAMESPACE, SLOTS)
     register(conn, OTHER, OTHER_SLOTS)
     for row in rows:
-        sql.record_upsert_txn(row, conn, slots=slots_of(row.namespace_id))
+        sql_records.record_upsert_txn(row, conn, slots=slots_of(row.namespace_id))
 
 
 def _all_pages(conn, query: ast.Query, page_size: int) -> list[int]:  # type: ignore[no-untyped-def]
     ids: list[int] = []
     token = b""
     while True:
-        page, token = sql.list_records(
+        page, token = sql_backend.list_records(
             NAMESPACE, query, page_size=page_size, page_token=token, connection=conn
         )
         ids += [r.execution_id for r in page]
@@ -306,7 +308,7 @@ def test_sql_matches_memory(sqlite, mine, theirs, text, page_size) -> None:  # t
                 listed = _all_pages(conn, query, page_size)
                 assert sorted(listed) == expected, (conn.vendor, how, text)
                 assert len(set(listed)) == len(listed), "a run appeared on two pages"
-                count, _ = sql.count_records(NAMESPACE, query, conn)
+                count, _ = sql_backend.count_records(NAMESPACE, query, conn)
                 assert count == len(expected), (conn.vendor, how, text)
 
 
@@ -326,7 +328,7 @@ def test_default_order_and_group_by(sqlite) -> None:  # type: ignore[no-untyped-
             _load(conn, rows)
             listed = _all_pages(conn, resolve(parse(""), CUSTOM, count=False), 3)
             assert listed == [r.execution_id for r in (rows[3], rows[1], rows[2], rows[0])]
-            assert sql.count_records(NAMESPACE, query, conn) == (4, [(1, 2), (2, 2)])
+            assert sql_backend.count_records(NAMESPACE, query, conn) == (4, [(1, 2), (2, 2)])
 
 
 def test_injection_is_a_literal(sqlite) -> None:  # type: ignore[no-untyped-def]
@@ -340,7 +342,7 @@ def test_injection_is_a_literal(sqlite) -> None:  # type: ignore[no-untyped-def]
             with _isolated(conn):
                 _load(conn, rows)
                 assert _all_pages(conn, query, 10) == []
-                assert sql.count_records(NAMESPACE, query, conn)[0] == 0
+                assert sql_backend.count_records(NAMESPACE, query, conn)[0] == 0
 
 
 def _blank() -> dict[str, object]:

@@ -35,7 +35,7 @@ def index_name() -> str:
 
 def drop_index(url: str, name: str) -> None:
     """Remove a test's indices and template (on a shared real cluster)."""
-    from visibility.backends.opensearch import client_from_url
+    from visibility.backends.opensearch.backend import client_from_url
 
     client = client_from_url(url)
     with contextlib.suppress(Exception):

@@ -1,27 +1,53 @@
-"""The visibility backend contract: list a page, count (with GROUP BY), scan; and the configured backend.
+"""The visibility backend contract: the Record value type, list a page, count (with GROUP BY), scan.
 
-A deployment picks its backend with PERDURA_VISIBILITY (`sql`, the default, or `opensearch`); it is
-loaded once per process. The RPC layer reaches it only through `visibility.selectors`. Every backend
-takes a filter already parsed and resolved against the namespace (visibility.query), and must select
-exactly the runs the in-memory evaluator (visibility.query.memory) selects: the conformance suite
-(tests/integration/test_visibility_backends.py) holds every backend to that.
+Every backend takes a filter already parsed and resolved against the namespace (visibility.query), and
+must select exactly the runs the in-memory evaluator (visibility.query.memory) selects: the conformance
+suite (tests/integration/test_visibility_backends.py) holds every backend to that. Backends live in a
+folder each (sql/, opensearch/) and import only this module of one another; the configured one is
+loaded by `visibility.backends.backend()`, and the RPC layer reaches it only through
+`visibility.selectors`.
 """
 
 from __future__ import annotations
 
 import abc
-import threading
+import base64
+import json
 import uuid
-from typing import TYPE_CHECKING
-
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from visibility.backends.sql import Record
     from visibility.query import ast
 
-BACKENDS = ("sql", "opensearch")
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One run as visibility stores it (times in microseconds since the epoch, duration in nanoseconds)."""
+
+    execution_id: int
+    namespace_id: uuid.UUID
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    task_queue: str
+    status: int
+    start_time: int
+    execution_time: int
+    close_time: int | None
+    execution_duration: int | None
+    history_length: int
+    history_size_bytes: int
+    state_transition_count: int
+    parent_workflow_id: str | None
+    parent_run_id: str | None
+    root_workflow_id: str
+    root_run_id: str
+    first_run_id: str
+    memo: bytes
+    """Sealed by the caller."""
+    search_attributes: bytes
+    custom: dict[str, object]
 
 
 class BackendUnavailable(Exception):
@@ -32,6 +58,11 @@ class VisibilityBackend(abc.ABC):
     """Where list, count and scan read runs from."""
 
     name: str
+
+    @classmethod
+    def from_settings(cls) -> VisibilityBackend:
+        """The backend as the settings configure it (what `visibility.backends.backend()` loads)."""
+        return cls()
 
     @abc.abstractmethod
     def list_page(
@@ -63,30 +94,21 @@ class VisibilityBackend(abc.ABC):
         return self.list_page(namespace_id, query, page_size=page_size, page_token=page_token)
 
 
-_lock = threading.Lock()
-_loaded: VisibilityBackend | None = None
+def encode_page_token(data: dict[str, object]) -> bytes:
+    """A page token: the backend's resume state as URL-safe base64 of compact JSON."""
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode())
 
 
-def configured() -> str:
-    """The configured backend's name (PERDURA_VISIBILITY)."""
-    name = getattr(settings, "PERDURA_VISIBILITY", "sql") or "sql"
-    if name not in BACKENDS:
-        raise ImproperlyConfigured(f"PERDURA_VISIBILITY must be one of {', '.join(BACKENDS)}, not {name!r}")
-    return name
+def decode_page_token(token: bytes) -> dict[str, Any]:
+    """The state `encode_page_token` put in a token; its values are the caller's to check.
 
-
-def backend() -> VisibilityBackend:
-    """The process's visibility backend, loaded on first use."""
-    global _loaded
-    if _loaded is None:
-        with _lock:
-            if _loaded is None:
-                if configured() == "opensearch":
-                    from visibility.backends import opensearch
-
-                    _loaded = opensearch.OpenSearchBackend.from_settings()
-                else:
-                    from visibility.backends import sql
-
-                    _loaded = sql.SqlBackend()
-    return _loaded
+    Raises:
+        ValueError: not a token of this shape.
+    """
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token))
+    except ValueError:
+        raise ValueError("invalid page token") from None
+    if not isinstance(data, dict):
+        raise ValueError("invalid page token")
+    return data

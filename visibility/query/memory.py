@@ -43,12 +43,12 @@ def _compare(t: SaType | None, value: object, op: str, literal: object) -> bool:
     if op == "!=":
         return value != literal
     if op == ">":
-        return value > literal  # type: ignore[operator]
+        return value > literal  # type: ignore[operator]  # resolve gave literal the attribute's type
     if op == ">=":
-        return value >= literal  # type: ignore[operator]
+        return value >= literal  # type: ignore[operator]  # resolve gave literal the attribute's type
     if op == "<":
-        return value < literal  # type: ignore[operator]
-    return value <= literal  # type: ignore[operator]
+        return value < literal  # type: ignore[operator]  # resolve gave literal the attribute's type
+    return value <= literal  # type: ignore[operator]  # resolve gave literal the attribute's type
 
 
 def evaluate(node: ast.Node, record: Mapping[str, object]) -> bool | None:
@@ -82,7 +82,7 @@ def evaluate(node: ast.Node, record: Mapping[str, object]) -> bool | None:
             hit = value in node.values
         return not hit if node.negated else hit
     if isinstance(node, ast.Between):
-        inside = node.low <= value <= node.high  # type: ignore[operator]
+        inside = node.low <= value <= node.high  # type: ignore[operator]  # bounds of the attribute's type (resolve)
         return not inside if node.negated else inside
     assert isinstance(node, ast.StartsWith)
     assert isinstance(value, str)

@@ -96,7 +96,7 @@ _FLIP = {"<>": "!="}
 
 
 @v_args(inline=True)
-class _ToAst(Transformer):  # type: ignore[type-arg]
+class _ToAst(Transformer):
     def name(self, token: Token) -> ast.Attr:
         text = str(token)
         if token.type == "BACKQUOTED":
@@ -124,12 +124,12 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
     def in_(self, attr: ast.Attr, *rest: object) -> ast.In:
         negated = bool(rest) and isinstance(rest[0], Token) and rest[0].type == "NOT_KW"
         values = rest[1:] if negated else rest
-        return ast.In(attr, tuple(values), negated)  # type: ignore[arg-type]
+        return ast.In(attr, tuple(values), negated)  # type: ignore[arg-type]  # lark's children are untyped; the grammar makes these literals
 
     def between(self, attr: ast.Attr, *rest: object) -> ast.Between:
         negated = len(rest) == 3
         low, high = rest[-2], rest[-1]
-        return ast.Between(attr, low, high, negated)  # type: ignore[arg-type]
+        return ast.Between(attr, low, high, negated)  # type: ignore[arg-type]  # as in_: literals by the grammar
 
     def starts_with(self, attr: ast.Attr, *rest: object) -> ast.StartsWith:
         negated = len(rest) == 2
@@ -179,7 +179,7 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
                 raise QueryError("invalid query: operation is not supported: 'LIMIT' clause")
             else:
                 where = part
-        return ast.Query(where=where, group_by=group, order_by=order)  # type: ignore[arg-type]
+        return ast.Query(where=where, group_by=group, order_by=order)  # type: ignore[arg-type]  # as in_: a node and OrderBy terms by the grammar
 
 
 # Rule names the parser may name in "expected ..." (lark's terminal names, made readable).
@@ -215,7 +215,7 @@ def parse(text: str) -> ast.Query:
     except UnexpectedCharacters as e:
         raise QueryError(
             f"invalid query: malformed query: syntax error at position {e.column}: "
-            f"unexpected character {text[e.pos_in_stream]!r}"
+            f"unexpected character {text[e.pos_in_stream]!r}"  # type: ignore[index]  # lark sets it on this error
         ) from None
     except UnexpectedEOF:
         raise QueryError(

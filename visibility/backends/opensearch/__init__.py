@@ -1,0 +1,1 @@
+"""The OpenSearch visibility backend: documents (template, documents), compiler (filters to query DSL), backend."""
