@@ -56,8 +56,7 @@ def _reencrypt_now(namespace, *, status_only: bool = False) -> None:  # type: ig
 
 
 def _rotate_key(args: argparse.Namespace) -> None:
-    from perdura import env
-    from perdura import bootstrap
+    from perdura import bootstrap, env
 
     bootstrap.setup(operator=True)
     from tenants import audit, datakeys
@@ -94,8 +93,7 @@ def _reencrypt(args: argparse.Namespace) -> None:
 
 
 def _masterkey_rotate(args: argparse.Namespace) -> None:
-    from perdura import env
-    from perdura import bootstrap
+    from perdura import bootstrap, env
     from perdura.control import _fail
 
     bootstrap.setup(operator=True)
