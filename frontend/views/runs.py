@@ -23,6 +23,7 @@ from frontend import history, present
 from frontend.payloads import decode_all, message_json
 from frontend.viewer import Viewer
 from frontend.views.common import base_context, console_page
+from frontend.views.timeline import timeline_context
 
 PAGE_SIZE = 100
 
@@ -258,6 +259,7 @@ def run_context(
         "pending_activities": _pending_activities(run.describe),
         "pending_children": list(run.describe.pending_children),
         "history": shown_history,
+        "timeline": timeline_context(run, namespace=namespace, params=params),
         "live_version": run.execution.db_version,
     }
     return context

@@ -1,0 +1,453 @@
+"""The run page's timeline: a run's activities, timers, children, signals and updates as bars over time.
+
+`bars` is a pure function from the history events (and DescribeWorkflowExecution's pending activities)
+to bars; `layout` places a page of them on a time axis as percentages, which the template draws as SVG
+(no inline script or style: positions are SVG attributes, colours come from classes).
+
+Retries are visible although the history does not list attempts (the server retries an activity in its
+mutable state and writes ActivityTaskStarted only for the last attempt, carrying its number and the
+previous attempt's failure): an activity retried before its last attempt gets a "retries" segment from
+its scheduling to the last attempt's start. A pending activity's bar runs to `now`, with its attempt,
+last failure and the backoff before its next attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflow.v1 import PendingActivityInfo
+
+from frontend.history import subject
+
+E = EventType
+
+OPENS: dict[int, str] = {
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: "workflow",
+    E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: "activity",
+    E.EVENT_TYPE_TIMER_STARTED: "timer",
+    E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED: "child",
+    E.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED: "signal",
+    E.EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED: "external",
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: "update",
+}
+"""Events that open a bar, and the bar's kind."""
+
+STARTS = {E.EVENT_TYPE_ACTIVITY_TASK_STARTED, E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED}
+"""Events that mark the bar's work as begun (the end of its wait on a queue)."""
+
+CLOSES: dict[int, str] = {
+    E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "Completed",
+    E.EVENT_TYPE_ACTIVITY_TASK_FAILED: "Failed",
+    E.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "TimedOut",
+    E.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "Canceled",
+    E.EVENT_TYPE_TIMER_FIRED: "Fired",
+    E.EVENT_TYPE_TIMER_CANCELED: "Canceled",
+    E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_FAILED: "Failed",
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED: "Completed",
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED: "Failed",
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_CANCELED: "Canceled",
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT: "TimedOut",
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED: "Terminated",
+    E.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED: "Completed",
+    E.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED: "Failed",
+    E.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_CANCEL_REQUESTED: "Completed",
+    E.EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_FAILED: "Failed",
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED: "Completed",
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: "Completed",
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED: "Failed",
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT: "TimedOut",
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: "Canceled",
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: "Terminated",
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW: "ContinuedAsNew",
+}
+"""Events that close a bar, and the state they leave it in."""
+
+WORKFLOW_CLOSES = {
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+}
+
+POINTS: dict[int, tuple[str, str]] = {
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: ("signal", "Received"),
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED: ("update", "Admitted"),
+    E.EVENT_TYPE_MARKER_RECORDED: ("marker", "Recorded"),
+    E.EVENT_TYPE_WORKFLOW_TASK_FAILED: ("task", "Failed"),
+    E.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT: ("task", "TimedOut"),
+}
+"""Events that are an instant of their own (a row with a mark, not a bar)."""
+
+NOTES: dict[int, str] = {
+    E.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED: "CancelRequested",
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED: "CancelRequested",
+}
+"""Events that change an open bar's state without closing it."""
+
+_LINKS = ("scheduled_event_id", "initiated_event_id", "accepted_event_id", "started_event_id")
+_POINT_LABELS = {"task": "Workflow task"}
+
+PENDING_STATES = {
+    PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED: "Scheduled",
+    PendingActivityState.PENDING_ACTIVITY_STATE_STARTED: "Running",
+    PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED: "CancelRequested",
+    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED: "Paused",
+    PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED: "Paused",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A stretch of a bar: waiting on its queue, earlier attempts, the backoff before the next one, the
+    (last) attempt itself."""
+
+    kind: str
+    """`wait`, `retries`, `backoff` or `run`."""
+    start: datetime
+    end: datetime | None
+    """None: still going (drawn to now)."""
+    label: str
+
+
+@dataclass(slots=True)
+class Bar:
+    """One row of the timeline."""
+
+    event_id: int
+    """The event that opened it (the compact history's group id)."""
+    kind: str
+    """`workflow`, `activity`, `timer`, `child`, `signal`, `external`, `update`, `marker` or `task`."""
+    label: str
+    start: datetime
+    end: datetime | None = None
+    """None while open: the bar is drawn to now."""
+    state: str = "Scheduled"
+    started: datetime | None = None
+    attempt: int = 1
+    detail: str = ""
+    """A failure message (the closing one, or the last attempt's)."""
+    point: bool = False
+    link: tuple[str, str] | None = None
+    """A child's (workflow id, run id)."""
+    segments: list[Segment] = field(default_factory=list)
+    activity_id: str = ""
+
+    @property
+    def open(self) -> bool:
+        return self.end is None and not self.point
+
+
+def _time(event: HistoryEvent) -> datetime:
+    return event.event_time.ToDatetime(tzinfo=UTC)
+
+
+def _attrs(event: HistoryEvent) -> object | None:
+    name = event.WhichOneof("attributes")
+    return getattr(event, name) if name else None
+
+
+def _link(event: HistoryEvent, attrs: object) -> int:
+    """The id of the event that opened the bar `event` belongs to (the run's own: its first event)."""
+    if (
+        event.event_type in WORKFLOW_CLOSES
+        or event.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED
+    ):
+        return 1
+    fields = attrs.DESCRIPTOR.fields_by_name  # type: ignore[attr-defined]
+    for name in _LINKS:
+        if name in fields and getattr(attrs, name):
+            return int(getattr(attrs, name))
+    return 0
+
+
+def _failure_message(attrs: object, name: str = "failure") -> str:
+    fields = attrs.DESCRIPTOR.fields_by_name  # type: ignore[attr-defined]
+    if name in fields and attrs.HasField(name):  # type: ignore[attr-defined]
+        return getattr(attrs, name).message  # type: ignore[no-any-return]
+    return ""
+
+
+def _label(event: HistoryEvent, kind: str) -> str:
+    if kind == "workflow":
+        return f"Workflow: {event.workflow_execution_started_event_attributes.workflow_type.name}"
+    if kind == "external":
+        return (
+            "Cancel external: "
+            + event.request_cancel_external_workflow_execution_initiated_event_attributes.workflow_execution.workflow_id
+        )  # noqa: E501
+    if kind == "signal" and event.event_type != E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+        attrs = event.signal_external_workflow_execution_initiated_event_attributes
+        return f"Signal external: {attrs.signal_name}"
+    return subject(event) or _POINT_LABELS.get(kind, kind.title())
+
+
+def bars(
+    events: Iterable[HistoryEvent], *, pending: Sequence[PendingActivityInfo] = (), now: datetime
+) -> list[Bar]:
+    """The run's bars in the order they opened (the workflow's own first).
+
+    Args:
+        events: the history, in order (any prefix of it: a live run's history so far).
+        pending: DescribeWorkflowExecution's pending activities (attempt, last failure, backoff).
+        now: where open bars end (the close time of a closed run has no open bars but its own).
+    """
+    shown: list[Bar] = []
+    by_opening: dict[int, Bar] = {}
+    for event in events:
+        kind = OPENS.get(event.event_type)
+        if kind is not None:
+            bar = Bar(event_id=event.event_id, kind=kind, label=_label(event, kind), start=_time(event))
+            if kind == "activity":
+                bar.activity_id = event.activity_task_scheduled_event_attributes.activity_id
+            elif kind in ("timer", "update", "external", "signal", "workflow"):
+                bar.state = "Running" if kind == "workflow" else "Started"
+            by_opening[event.event_id] = bar
+            shown.append(bar)
+            continue
+        point = POINTS.get(event.event_type)
+        if point is not None:
+            attrs = _attrs(event)
+            shown.append(
+                Bar(
+                    event_id=event.event_id,
+                    kind=point[0],
+                    label=_label(event, point[0]),
+                    start=_time(event),
+                    end=_time(event),
+                    state=point[1],
+                    point=True,
+                    detail=_failure_message(attrs) if attrs is not None else "",
+                )
+            )
+            continue
+        attrs = _attrs(event)
+        if attrs is None:
+            continue
+        if event.event_type in STARTS:
+            bar = by_opening.get(_link(event, attrs))
+            if bar is not None:
+                bar.started, bar.state = _time(event), "Running"
+                if event.event_type == E.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                    bar.attempt = max(event.activity_task_started_event_attributes.attempt, 1)
+                    bar.detail = _failure_message(attrs, "last_failure")
+                else:
+                    run = event.child_workflow_execution_started_event_attributes.workflow_execution
+                    bar.link = (run.workflow_id, run.run_id)
+        elif event.event_type in CLOSES:
+            bar = by_opening.get(_link(event, attrs))
+            if bar is not None:
+                bar.end, bar.state = _time(event), CLOSES[event.event_type]
+                bar.detail = _failure_message(attrs) or bar.detail
+        elif event.event_type in NOTES:
+            bar = by_opening.get(_link(event, attrs))
+            if bar is not None and bar.end is None:
+                bar.state = NOTES[event.event_type]
+    _apply_pending(shown, pending)
+    for bar in shown:
+        bar.segments = _segments(bar, now)
+    return shown
+
+
+def _apply_pending(shown: list[Bar], pending: Sequence[PendingActivityInfo]) -> None:
+    """What the history does not say of open activities: the attempt running or waiting, its last
+    failure, when the last attempt started and ended."""
+    open_activities = {b.activity_id: b for b in shown if b.kind == "activity" and b.end is None}
+    for info in pending:
+        bar = open_activities.get(info.activity_id)
+        if bar is None:
+            continue
+        bar.attempt = max(info.attempt, 1)
+        bar.state = PENDING_STATES.get(info.state, bar.state)
+        if info.HasField("last_failure"):
+            bar.detail = info.last_failure.message
+        if info.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and info.HasField(
+            "last_started_time"
+        ):
+            bar.started = info.last_started_time.ToDatetime(tzinfo=UTC)
+        elif info.attempt > 1 and info.HasField("last_attempt_complete_time"):
+            # Between attempts: the retries end where the last attempt failed, then the backoff runs.
+            bar.started = None
+            ended = info.last_attempt_complete_time.ToDatetime(tzinfo=UTC)
+            bar.segments = [Segment("backoff", ended, None, "waiting for the next attempt")]
+            if info.HasField("next_attempt_schedule_time"):
+                bar.segments[0] = replace(
+                    bar.segments[0],
+                    label="next attempt at "
+                    + info.next_attempt_schedule_time.ToDatetime(tzinfo=UTC).strftime("%H:%M:%S"),
+                )
+
+
+def _segments(bar: Bar, now: datetime) -> list[Segment]:
+    if bar.point:
+        return []
+    end = bar.end
+    backoff = [s for s in bar.segments if s.kind == "backoff"]
+    if backoff:
+        # A pending activity between attempts: attempts 1..n-1 ran from scheduling to the last failure.
+        earlier = f"attempts 1–{bar.attempt - 1}" if bar.attempt > 2 else "attempt 1"
+        return [Segment("retries", bar.start, backoff[0].start, earlier), backoff[0]]
+    if bar.started is None:
+        waiting = {"activity": "scheduled, waiting for a worker", "child": "starting"}.get(bar.kind, "")
+        kind = "wait" if waiting else "run"
+        return [Segment(kind, bar.start, end, waiting or bar.state.lower())]
+    first = Segment(
+        "wait", bar.start, bar.started, "waiting for a worker" if bar.kind == "activity" else "starting"
+    )
+    if bar.kind == "activity" and bar.attempt > 1:
+        label = f"attempts 1–{bar.attempt - 1}" if bar.attempt > 2 else "attempt 1"
+        first = Segment("retries", bar.start, bar.started, label + " (retried)")
+    last = Segment("run", bar.started, end, f"attempt {bar.attempt}" if bar.kind == "activity" else "running")
+    return [first, last]
+
+
+# --- layout ------------------------------------------------------------------------------------------
+
+PAGE_ROWS = 100
+MIN_WIDTH = 0.4
+"""Percent: a bar of no length is still seen and hovered."""
+_STEPS = (
+    [timedelta(milliseconds=n) for n in (1, 2, 5, 10, 20, 50, 100, 200, 500)]
+    + [timedelta(seconds=n) for n in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)]
+    + [timedelta(hours=n) for n in (3, 6, 12, 24, 48, 168, 336, 720)]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Drawn:
+    """A segment placed on the axis: `x` and `width` in percent of the track."""
+
+    kind: str
+    x: float
+    width: float
+    label: str
+    open: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    bar: Bar
+    drawn: list[Drawn]
+    mark: float | None
+    """A point's place (percent), or the open end's."""
+    title: str
+    """What a pointer over the row reads (and a screen reader): label, state, times, attempt, failure."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    rows: list[Row]
+    ticks: list[Tick]
+    start: datetime
+    end: datetime
+    page: int
+    pages: int
+    total: int
+    first_row: int
+    """1-based number of the first row shown."""
+
+
+def _span_text(delta: timedelta) -> str:
+    seconds = delta.total_seconds()
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    if seconds < 60:
+        return f"{seconds:.3g}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s" if secs else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
+    return f"{hours // 24}d{hours % 24}h" if hours % 24 else f"{hours // 24}d"
+
+
+def _tick_text(offset: timedelta) -> str:
+    return "0" if not offset else "+" + _span_text(offset)
+
+
+def _title(bar: Bar, now: datetime) -> str:
+    end = bar.end or now
+    parts = [bar.label, bar.state]
+    if bar.point:
+        parts.append(bar.start.strftime("%H:%M:%S.%f")[:12])
+    else:
+        parts.append(f"{_span_text(end - bar.start)}{' so far' if bar.end is None else ''}")
+    if bar.kind == "activity" and bar.attempt > 1:
+        parts.append(f"attempt {bar.attempt}")
+    if bar.detail:
+        parts.append(bar.detail)
+    return " · ".join(parts)
+
+
+def layout(all_bars: Sequence[Bar], *, now: datetime, page: int = 0, page_rows: int = PAGE_ROWS) -> Page:
+    """A page of rows placed on a time axis that spans them (page 0: the last, the newest rows).
+
+    The axis runs from the earliest start to the latest end of the rows shown (open bars end at `now`),
+    so a long run's later pages are not squeezed into the whole run's width.
+    """
+    total = len(all_bars)
+    pages = max((total + page_rows - 1) // page_rows, 1)
+    page = pages if page <= 0 or page > pages else page
+    shown = list(all_bars[(page - 1) * page_rows : page * page_rows])
+    if not shown:
+        return Page([], [], now, now, page, pages, total, 0)
+    start = min(b.start for b in shown)
+    end = max(max((b.end or now) for b in shown), start)
+    span = (end - start).total_seconds() or 1.0
+
+    def at(moment: datetime) -> float:
+        return min(max((moment - start).total_seconds() / span * 100, 0.0), 100.0)
+
+    rows = []
+    for bar in shown:
+        drawn = []
+        for segment in bar.segments:
+            x = at(segment.start)
+            right = at(segment.end or now)
+            drawn.append(
+                Drawn(
+                    kind=segment.kind,
+                    x=round(min(x, 100 - MIN_WIDTH), 3),
+                    width=round(max(right - x, MIN_WIDTH), 3),
+                    label=segment.label,
+                    open=segment.end is None,
+                )
+            )
+        mark = at(bar.start) if bar.point else (at(now) if bar.open else None)
+        rows.append(
+            Row(
+                bar=bar,
+                drawn=drawn,
+                mark=round(mark, 3) if mark is not None else None,
+                title=_title(bar, now),
+            )
+        )
+    total_span = end - start
+    step = next((s for s in _STEPS if total_span / s <= 6), _STEPS[-1])
+    ticks = []
+    offset = timedelta(0)
+    while offset <= total_span:
+        ticks.append(Tick(x=round(at(start + offset), 3), label=_tick_text(offset)))
+        offset += step
+    return Page(
+        rows=rows,
+        ticks=ticks,
+        start=start,
+        end=end,
+        page=page,
+        pages=pages,
+        total=total,
+        first_row=(page - 1) * page_rows + 1,
+    )
