@@ -55,9 +55,9 @@ def timeline_context(
     `events` is the run's whole history when the caller has read it already (the compact view does).
     """
     execution = run.execution
-    read = console_reads.run_all_events(execution) if events is None else events
+    read = console_reads.run_history(execution) if events is None else events
     now = clock.now()
-    bars = timeline.bars(read, pending=list(run.describe.pending_activities), now=now)
+    bars = timeline.bars(read, pending=list(run.describe.pending_activities))
     page = timeline.layout(bars, now=now, page=_page_param(params))
     kwargs = {"namespace": namespace, "workflow_id": execution.workflow_id, "run_id": execution.run_id}
     run_url = reverse("console-run", kwargs=kwargs)

@@ -116,7 +116,7 @@ def test_a_completed_run_has_its_activities_timers_signals_and_children_as_bars_
     )
     h.add(20, E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, "workflow_execution_completed_event_attributes")
 
-    bars = timeline.bars(h.events, now=T0 + timedelta(hours=1))
+    bars = timeline.bars(h.events)
 
     assert [(b.kind, b.label, b.state) for b in bars] == [
         ("workflow", "Workflow: Order", "Completed"),
@@ -128,14 +128,14 @@ def test_a_completed_run_has_its_activities_timers_signals_and_children_as_bars_
     shown = by_label(bars)
     assert shown["Workflow: Order"].end == T0 + timedelta(seconds=20)
     charge_bar = shown["Activity: Charge"]
-    assert [(s.kind, s.start, s.end) for s in charge_bar.segments] == [
+    assert [(s.kind, s.start, s.end) for s in timeline.segments(charge_bar)] == [
         ("wait", T0 + timedelta(seconds=1), T0 + timedelta(seconds=2)),
         ("run", T0 + timedelta(seconds=2), T0 + timedelta(seconds=5)),
     ]
     assert shown["Timer: wait"].end == T0 + timedelta(seconds=15)
     signal = shown["Signal: approve"]
     assert signal.point
-    assert signal.segments == []
+    assert timeline.segments(signal) == []
     assert signal.start == T0 + timedelta(seconds=6)
     ship = shown["Child workflow: Ship"]
     assert ship.link == ("ship-1", "r-ship")
@@ -163,10 +163,10 @@ def test_a_retried_activity_shows_its_earlier_attempts_and_the_last_one():
         failure=Failure(message="declined again"),
     )
 
-    bar = by_label(timeline.bars(h.events, now=T0 + timedelta(seconds=30)))["Activity: Charge"]
+    bar = by_label(timeline.bars(h.events))["Activity: Charge"]
 
     assert (bar.state, bar.attempt, bar.detail) == ("Failed", 4, "declined again")
-    assert [(s.kind, s.label, s.start, s.end) for s in bar.segments] == [
+    assert [(s.kind, s.label, s.start, s.end) for s in timeline.segments(bar)] == [
         ("retries", "attempts 1–3 (retried)", T0 + timedelta(seconds=1), T0 + timedelta(seconds=9)),
         ("run", "attempt 4", T0 + timedelta(seconds=9), T0 + timedelta(seconds=10)),
     ]
@@ -194,24 +194,24 @@ def test_pending_activities_are_drawn_to_now_with_their_attempt_failure_and_back
         last_started_time=_ts(40),
     )
 
-    bars = by_label(timeline.bars(h.events, pending=[backing_off, running], now=now))
+    bars = by_label(timeline.bars(h.events, pending=[backing_off, running]))
 
     charge = bars["Activity: Charge"]
     assert charge.open
     assert (charge.state, charge.attempt, charge.detail) == ("Scheduled", 3, "card declined")
-    assert [(s.kind, s.label, s.start, s.end) for s in charge.segments] == [
+    assert [(s.kind, s.label, s.start, s.end) for s in timeline.segments(charge)] == [
         ("retries", "attempts 1–2", T0 + timedelta(seconds=1), T0 + timedelta(seconds=50)),
         ("backoff", "next attempt at 12:01:10", T0 + timedelta(seconds=50), None),
     ]
     ship = bars["Activity: Ship"]
     assert (ship.state, ship.attempt) == ("Running", 2)
-    assert [(s.kind, s.start, s.end) for s in ship.segments] == [
+    assert [(s.kind, s.start, s.end) for s in timeline.segments(ship)] == [
         ("retries", T0 + timedelta(seconds=1), T0 + timedelta(seconds=40)),
         ("run", T0 + timedelta(seconds=40), None),
     ]
     email = bars["Activity: Email"]
     assert (email.state, email.attempt) == ("Scheduled", 1)
-    assert [(s.kind, s.end) for s in email.segments] == [("wait", None)]
+    assert [(s.kind, s.end) for s in timeline.segments(email)] == [("wait", None)]
     workflow = bars["Workflow: Order"]
     assert workflow.open
     assert workflow.state == "Running"
@@ -257,7 +257,7 @@ def test_updates_external_signals_and_cancels_close_their_own_bars():
         "workflow_execution_cancel_requested_event_attributes",
     )
 
-    bars = by_label(timeline.bars(h.events, now=T0 + timedelta(seconds=10)))
+    bars = by_label(timeline.bars(h.events))
 
     assert (bars["Update: set_price"].state, bars["Update: set_price"].end) == (
         "Completed",
@@ -283,7 +283,7 @@ def test_layout_pages_rows_newest_first_and_spans_the_axis_over_the_rows_shown()
             signal_name=f"s{n}",
         )
     now = T0 + timedelta(seconds=300)
-    bars = timeline.bars(h.events, now=now)
+    bars = timeline.bars(h.events)
     assert len(bars) == 251
 
     newest = timeline.layout(bars, now=now)
@@ -315,7 +315,7 @@ def test_an_empty_or_partial_history_is_drawn_without_errors():
         "activity_task_completed_event_attributes",
         scheduled_event_id=99,
     )
-    bars = timeline.bars(h.events, now=T0 + timedelta(seconds=2))
+    bars = timeline.bars(h.events)
     assert [b.label for b in bars] == ["Workflow: Order"]
     page = timeline.layout(bars, now=T0 + timedelta(seconds=2))
     assert page.rows[0].drawn[0].x == 0
