@@ -6,6 +6,7 @@ a note and triggered."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import timedelta
 
@@ -24,6 +25,7 @@ from tests.browser.conftest import PageWatch, screenshot_path
 from tests.browser.test_console import run_url
 from tests.browser.test_console_live import LIVE_OPEN, assert_not_reloaded, mark_no_reload
 from tests.browser.timeline_workflows import ACTIVITIES, WORKFLOWS, ScheduledPing, TimelineOrder
+from tests.browser.workflows import ConsoleCharge
 
 
 @pytest.fixture(scope="session")
@@ -177,3 +179,28 @@ async def test_schedules_page_lists_an_sdk_schedule_pauses_it_with_a_note_and_tr
     await page.get_by_role("button", name="Unpause schedule").click()
     await expect(page.locator("#schedule-state")).to_have_text("Running")
     assert watch.errors == []
+
+
+async def test_a_pending_retried_activity_is_drawn_to_now_with_its_attempt_and_failure(
+    console_dev, dev_client, console_worker, task_queue, context
+):
+    _, base = console_dev
+    workflow_id = f"retrying-{uuid.uuid4().hex[:6]}"
+    handle = await dev_client.start_workflow(
+        ConsoleCharge.run, "no funds", id=workflow_id, task_queue=task_queue
+    )
+    try:
+        page = await context.new_page()
+        watch = PageWatch(page)
+        await page.goto(run_url(base, workflow_id, handle.result_run_id))
+        await expect(page.locator(LIVE_OPEN)).to_have_count(1)
+        row = page.locator("#timeline li.tl-row.kind-activity")
+        await expect(row).to_have_class(re.compile(r"\bopen\b"))
+        # The attempt counts up live as the retries fail; the bar runs to now, marked there.
+        await expect(row.locator(".tl-attempt")).to_have_text(re.compile(r"×([3-9]|\d\d+)"))
+        await expect(row.locator("circle.tl-now")).to_have_count(1)
+        await expect(row.locator("rect.seg-retries")).to_have_count(1)
+        assert "card declined: no funds" in await row.locator("svg").get_attribute("aria-label")
+        assert watch.errors == []
+    finally:
+        await handle.terminate("test over")
