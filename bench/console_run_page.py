@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from temporalio import activity, workflow  # noqa: E402
 from temporalio.client import Client  # noqa: E402
-from temporalio.worker import Worker  # noqa: E402
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
 
 TIMING = re.compile(r"app;dur=([0-9.]+)")
 
@@ -92,6 +92,8 @@ async def make_activity_run(client: Client, events: int) -> tuple[str, str]:
         workflows=[BenchActivities],
         activities=[bench_step],
         max_concurrent_activities=50,
+        # The sandbox would import this script again (sys.path, argparse); the workflow is deterministic.
+        workflow_runner=UnsandboxedWorkflowRunner(),
     ):
         handle = await client.start_workflow(BenchActivities.run, events, id=queue, task_queue=queue)
         await handle.result()
