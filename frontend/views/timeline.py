@@ -20,7 +20,7 @@ from engine.errors import NotFound
 from engine.services import console_reads
 from frontend import timeline
 from frontend.viewer import Viewer
-from frontend.views.common import console_page
+from frontend.views.common import base_context, console_page
 
 PARAM = "timeline"
 """The query parameter holding the timeline's page (absent: the newest rows)."""
@@ -93,5 +93,7 @@ def run_timeline(
         run = console_reads.run_view(namespace_id=ns.id, workflow_id=workflow_id, run_id=run_id)
     except NotFound:
         raise Http404("workflow run not found") from None
-    context = {"timeline": timeline_context(run, namespace=namespace, params=request.GET)}
+    context = base_context(viewer, namespace) | {
+        "timeline": timeline_context(run, namespace=namespace, params=request.GET)
+    }
     return render(request, "frontend/_timeline.html", context)

@@ -86,8 +86,12 @@ async def test_the_timeline_shows_bars_and_grows_live_on_a_signal(
             "Timer: 1",
             "Signal: ship_now",
             "Activity: ship_parcel",
+            "Child workflow: ScheduledPing",
         ]
     )
+    child = timeline.locator("li.tl-row.kind-child")
+    await expect(child).to_have_attribute("data-state", "Completed")
+    assert f"/workflows/{workflow_id}-ping/" in await child.locator(".tl-label a").get_attribute("href")
     await expect(timeline.locator("li.tl-row.kind-signal circle.tl-point")).to_have_count(1)
     await expect(timeline.locator("li.tl-row.kind-workflow")).to_have_attribute("data-state", "Completed")
     await expect(timeline.locator("li.open")).to_have_count(0)

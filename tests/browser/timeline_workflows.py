@@ -29,8 +29,16 @@ async def ship_parcel(item: str) -> str:
 
 
 @workflow.defn
+class ScheduledPing:
+    @workflow.run
+    async def run(self) -> str:
+        return "pong"
+
+
+@workflow.defn
 class TimelineOrder:
-    """Reserves stock, charges (failing twice first), sleeps a second, waits for `ship`, then ships."""
+    """Reserves stock, charges (failing twice first), sleeps a second, waits for `ship`, then ships and
+    pings a child workflow."""
 
     def __init__(self) -> None:
         self.ship = False
@@ -47,18 +55,13 @@ class TimelineOrder:
         )
         await workflow.sleep(timedelta(seconds=1))
         await workflow.wait_condition(lambda: self.ship)
-        return await workflow.execute_activity(ship_parcel, item, **options)
+        shipped = await workflow.execute_activity(ship_parcel, item, **options)
+        await workflow.execute_child_workflow(ScheduledPing.run, id=f"{workflow.info().workflow_id}-ping")
+        return shipped
 
     @workflow.signal
     def ship_now(self) -> None:
         self.ship = True
-
-
-@workflow.defn
-class ScheduledPing:
-    @workflow.run
-    async def run(self) -> str:
-        return "pong"
 
 
 WORKFLOWS = [TimelineOrder, ScheduledPing]

@@ -21,6 +21,7 @@ from temporalio.api.workflowservice.v1 import CreateScheduleRequest
 
 from engine.services import schedules as schedule_service
 from tenants.models import AuditEvent, Namespace
+from tests.integration.test_console_history_cache import _signal
 from tests.integration.test_rest_api import create_namespace, invite_and_join, signup
 from tests.integration.test_run_export_rest import _start, signing_key  # noqa: F401 (a fixture)
 
@@ -208,3 +209,26 @@ def test_a_reader_exports_a_run_from_the_console_audited_as_theirs(tenants, sign
         ).status_code
         == 404
     )
+
+
+def test_the_timeline_pages_its_rows_newest_first(tenants):
+    _owner, reader, _stranger, _org, namespace = tenants
+    workflow_id, run_id = _start(str(namespace.id))
+    for n in range(120):
+        _signal(namespace, workflow_id, run_id, n)
+    base = f"/namespaces/{namespace.name}/workflows/{workflow_id}/{run_id}"
+    newest = reader.client.get(f"{base}/history").content.decode()
+    assert "rows 101–121 of 121" in newest
+    assert "Signal: s119" in newest
+    assert "Signal: s98" not in newest
+    assert f'hx-get="{base}/timeline?timeline=1"' in newest
+    first = reader.client.get(f"{base}/timeline?timeline=1")
+    assert first.status_code == 200
+    html = first.content.decode()
+    assert "rows 1–100 of 121" in html
+    assert "Workflow: Order" in html
+    assert "Signal: s98" in html
+    assert "Signal: s99" not in html
+    # Paging keeps the history's own parameters, and pushes the run page's URL.
+    kept = reader.client.get(f"{base}/timeline?view=compact&timeline=1").content.decode()
+    assert f'hx-push-url="{base}/history?view=compact&amp;timeline=2"' in kept
