@@ -2,7 +2,8 @@
 
 The file is the run's compliance export (engine/exports): a History in proto3 JSON (`events` at the top,
 as `temporal workflow show -o json` prints it), which the SDK's `WorkflowHistory.from_json`, its
-`Replayer` and `temporal workflow show --input` load as it is, with Perdura's signed sections beside it.
+`Replayer` and the temporal CLI's history-file reader (`temporal workflow fix-history-json`; CLI 1.9 has
+no `workflow show --input`) load as it is, with Perdura's signed sections beside it.
 Readers may export, as through the REST API; each export is audited as `export.run` with the person.
 """
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import uuid
 from datetime import timedelta
 
@@ -26,6 +27,7 @@ from tests.browser.test_console import run_url
 from tests.browser.test_console_live import LIVE_OPEN, assert_not_reloaded, mark_no_reload
 from tests.browser.timeline_workflows import ACTIVITIES, WORKFLOWS, ScheduledPing, TimelineOrder
 from tests.browser.workflows import ConsoleCharge
+from tests.support.reference import TEMPORAL
 
 
 @pytest.fixture(scope="session")
@@ -120,8 +122,17 @@ async def test_the_exported_history_replays_with_the_sdk(
         await page.get_by_role("link", name="Export history").click()
     download = await downloading.value
     assert download.suggested_filename == f"{workflow_id}_{handle.result_run_id}_history.json"
-    text = (await download.path()).read_text()
+    saved = await download.path()
+    text = saved.read_text()
     document = json.loads(text)
+    # The temporal CLI's history-file reader (1.9 has no `workflow show --input`) parses it as a History.
+    read = subprocess.run(
+        [str(TEMPORAL), "workflow", "fix-history-json", "--source", str(saved)],
+        capture_output=True,
+        text=True,
+    )
+    assert read.returncode == 0, read.stderr
+    assert len(json.loads(read.stdout)["events"]) == len(document["events"])
     assert document["events"][0]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"
     history = WorkflowHistory.from_json(workflow_id, text)
     result = await Replayer(workflows=[TimelineOrder]).replay_workflow(history)
