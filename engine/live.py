@@ -7,6 +7,13 @@ memory, and a sender on its own event loop publishes the queue to the channel la
 production, so `perdura api` and the shard workers reach `perdura web`'s sockets). A burst of commits
 of one run is sent once. If Redis is down the hints are dropped, and the write path does not notice.
 
+On Redis, hints are sent only to groups an open page watches. A page's socket registers its groups in
+one sorted set (`watch`, renewed while it is open), and the sender, which gathers commits for
+BATCH_DELAY before each batch, reads that set in the same pipeline that moves the namespaces' versions.
+So a server under load pays one Redis round trip per batch, not a few per run changed: a group send
+costs two round trips even when nobody listens, and they used to take a flooded `perdura api` a third
+of its event loop's time (bench/rate_limit_isolation.py).
+
 In `perdura dev` the channel layer is process memory, whose queues belong to the web server's event
 loop: the console's consumers register that loop (`use_loop`) and the sender publishes on it.
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 
 from django.conf import settings
@@ -23,6 +31,11 @@ from django.db import transaction
 
 log = logging.getLogger(__name__)
 
+BATCH_DELAY = 0.05
+"""Seconds the Redis sender gathers commits before a batch: at most 20 batches a second, however busy."""
+WATCH_SECONDS = 60
+"""How long a page's registration lasts; its socket renews it every third of that while open."""
+_WATCHED_KEY = "perdura-live:watched"
 _SEND_TIMEOUT = 5.0
 """Seconds one batch may take (Redis unreachable): then it is dropped and the next batch tries again."""
 _CONCURRENT_SENDS = 16
@@ -108,7 +121,8 @@ class _Sender:
                 self._pending.clear()
                 return
             self._scheduled = True
-        loop.call_soon_threadsafe(lambda: loop.create_task(self._flush()))
+        delay = BATCH_DELAY if settings.PERDURA_LIVE == "redis" else 0.0
+        loop.call_soon_threadsafe(lambda: loop.call_later(delay, lambda: loop.create_task(self._flush())))
 
     async def _flush(self) -> None:
         from channels.layers import get_channel_layer
@@ -123,19 +137,20 @@ class _Sender:
         except Exception:  # a hint: never worth more than a log line
             log.warning("console live hints dropped", exc_info=True)
 
-    async def _bump_versions(self, namespaces: set[str]) -> None:
-        if settings.PERDURA_LIVE == "memory":
-            return  # bumped in send(): it counts also when no socket has registered its loop yet
-        keys = [uuid.UUID(n).hex for n in namespaces]
+    async def _bump_versions(self, namespaces: set[str]) -> set[str]:
+        """Move the namespaces' versions, and answer the groups open pages watch (Redis only)."""
         import redis.asyncio
 
         if self._redis is None:
             self._redis = redis.asyncio.Redis.from_url(settings.PERDURA_REDIS_URL, socket_timeout=5)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for key in keys:
-                pipe.incr(_VERSION_KEY + key)
-                pipe.expire(_VERSION_KEY + key, _VERSION_TTL)
-            await pipe.execute()
+        async with self._redis.pipeline(transaction=False) as pipe:  # type: ignore[attr-defined]
+            for namespace_id in namespaces:
+                key = _VERSION_KEY + uuid.UUID(namespace_id).hex
+                pipe.incr(key)
+                pipe.expire(key, _VERSION_TTL)
+            pipe.zrangebyscore(_WATCHED_KEY, time.time(), "+inf")
+            answers = await pipe.execute()
+        return {group.decode() for group in answers[-1]}
 
     async def _publish(self, layer: object, batch: set[tuple[str, int]]) -> None:
         sends: list[tuple[str, dict]] = []
@@ -146,7 +161,9 @@ class _Sender:
             if namespace_id not in namespaces:  # one hint per namespace and batch: the list re-reads all
                 namespaces.add(namespace_id)
                 sends.append((namespace_group(namespace_id), message))
-        await self._bump_versions(namespaces)
+        if settings.PERDURA_LIVE == "redis":
+            watched = await self._bump_versions(namespaces)
+            sends = [(group, message) for group, message in sends if group in watched]
         # A few at once (each is a few Redis round trips), never one connection per hint.
         for start in range(0, len(sends), _CONCURRENT_SENDS):
             chunk = sends[start : start + _CONCURRENT_SENDS]
@@ -154,6 +171,26 @@ class _Sender:
 
 
 sender = _Sender()
+
+
+async def watch(groups: list[str]) -> None:
+    """Register an open page's groups for WATCH_SECONDS: the Redis sender sends only to watched groups.
+
+    A page registers after joining its groups and before it checks whether it is current, so a change
+    either moves the version it checks or finds the registration and sends the hint."""
+    if settings.PERDURA_LIVE != "redis" or not groups:
+        return
+    import redis.asyncio
+
+    now = time.time()
+    client = redis.asyncio.Redis.from_url(settings.PERDURA_REDIS_URL, socket_timeout=5)
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.zadd(_WATCHED_KEY, dict.fromkeys(groups, now + WATCH_SECONDS))
+            pipe.zremrangebyscore(_WATCHED_KEY, "-inf", now)  # other pages', long closed
+            await pipe.execute()
+    finally:
+        await client.aclose()
 
 
 def run_changed_on_commit(*, namespace_id: uuid.UUID | str, execution_pk: int) -> None:

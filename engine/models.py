@@ -219,3 +219,29 @@ class Schedule(ShardQueueRow):
             models.Index(fields=["shard", "next_wakeup_at"], name="schedule_live_due", condition=_LIVE),
             models.Index(fields=["parked_at"], name="schedule_parked", condition=_PARKED),
         ]
+
+
+class Reencryption(models.Model):
+    """A namespace's move of its old ciphertexts to its current data key (engine/persistence/reencrypt.py).
+
+    The cursors make it resumable: runs by row id, then schedules by row id."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
+    target_version = models.PositiveIntegerField()
+    """Rows sealed under an older version are moved; newer writes are sealed under it or later already."""
+    runs_after = models.BigIntegerField(default=0)
+    schedules_after = models.BigIntegerField(default=0)
+    runs_total = models.BigIntegerField(default=0)
+    runs_done = models.BigIntegerField(default=0)
+    rewritten = models.BigIntegerField(default=0)
+    """Ciphertexts sealed again (states, history batches, transfers, memos, schedules)."""
+    started_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace"], condition=Q(finished_at__isnull=True), name="reencryption_one_running"
+            )
+        ]

@@ -13,8 +13,5 @@ VIA = "console"
 
 def context_for(request: HttpRequest, viewer: Viewer) -> audit.AuditContext:
     """The audit context of `viewer`'s request."""
-    if viewer.operator:
-        actor = audit.operator_actor("loopback", viewer.label)
-    else:
-        actor = audit.user_actor(request.user)
+    actor = audit.operator_actor("loopback") if viewer.operator else audit.user_actor(request.user)
     return audit.AuditContext(actor=actor, source=request.META.get("REMOTE_ADDR") or "", via=VIA)

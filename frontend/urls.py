@@ -5,7 +5,7 @@ A workflow id may hold slashes, so it is matched greedily up to the run id and `
 
 from django.urls import path, re_path
 
-from frontend.views import auth, export, home, runs, schedules, workflows
+from frontend.views import actions, auth, export, home, runs, schedules, workflows
 from frontend.views import timeline as timeline_views
 
 urlpatterns = [
@@ -18,6 +18,28 @@ urlpatterns = [
         runs.run_history,
         name="console-run",
     ),
+    # Actions and interactive reads on a run (frontend/views/actions.py).
+    *[
+        re_path(
+            r"^namespaces/(?P<namespace>[^/]+)/workflows/(?P<workflow_id>.+)/(?P<run_id>[^/]+)/"
+            + suffix
+            + "$",
+            view,
+            name=f"console-run-{name}",
+        )
+        for suffix, view, name in [
+            ("actions", actions.bar, "bar"),
+            ("cancel", actions.cancel, "cancel"),
+            ("terminate", actions.terminate, "terminate"),
+            ("signal", actions.signal, "signal"),
+            ("query", actions.query, "query"),
+            ("stack-trace", actions.stack_trace, "stack-trace"),
+            ("update", actions.update, "update"),
+            ("reset", actions.reset_form, "reset-form"),
+            ("reset/preview", actions.reset_preview_part, "reset-preview"),
+            ("reset/run", actions.reset, "reset"),
+        ]
+    ],
     # The run page's timeline, export and the schedules pages (console-timeline).
     re_path(
         r"^namespaces/(?P<namespace>[^/]+)/workflows/(?P<workflow_id>.+)/(?P<run_id>[^/]+)/timeline$",

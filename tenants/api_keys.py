@@ -60,12 +60,20 @@ def verify(plaintext: str, secret_hash: str) -> bool:
     return hmac.compare_digest(hash_key(plaintext), secret_hash)
 
 
-def parse(value: str) -> ParsedKey | None:
-    """The key in `value` (a bare key or an `authorization` header value), or None if it is not one."""
+def _bearer(value: str) -> str:
     value = value.strip()
     scheme, _, rest = value.partition(" ")
-    if rest and scheme.lower() == "bearer":
-        value = rest.strip()
+    return rest.strip() if rest and scheme.lower() == "bearer" else value
+
+
+def claims_perdura(value: str) -> bool:
+    """`value` (a key or an `authorization` header value) is meant as a Perdura key, well-formed or not."""
+    return _bearer(value).startswith(SCHEME + "_")
+
+
+def parse(value: str) -> ParsedKey | None:
+    """The key in `value` (a bare key or an `authorization` header value), or None if it is not one."""
+    value = _bearer(value)
     match = _KEY_RE.match(value)
     if match is None:
         return None

@@ -60,7 +60,7 @@ class AuditContext:
     source: str = ""
     """The client address (gRPC peer or REST REMOTE_ADDR), or the host for the CLI."""
     via: str = "internal"
-    """`grpc`, `rest`, `cli` or `internal`."""
+    """`grpc`, `rest`, `cli`, `console` (the web console's actions on runs) or `internal`."""
 
 
 SYSTEM_CONTEXT = AuditContext(actor=AuditActor(kind=SYSTEM, id="perdura"), via="internal")

@@ -81,6 +81,8 @@ class DataKey(models.Model):
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="data_keys")
     version = models.PositiveIntegerField()
     wrapped_key = models.BinaryField()
+    master_key_id = models.CharField(max_length=16, default="")
+    """Which master key wraps it (perdura.masterkey.key_id); empty on rows from before rotation existed."""
     created_at = models.DateTimeField()
 
     class Meta:

@@ -6,7 +6,9 @@ against the method's rule before the handler runs. The handler finds the caller 
 
 Unauthenticated calls are allowed only by the loopback allowance (`PERDURA_AUTH=loopback`, the
 default of `perdura dev`): a call without credentials from 127.0.0.0/8 or ::1 acts as the operator.
-Credentials that are presented are always checked, allowance or not.
+Perdura keys that are presented are always checked, allowance or not. Under the allowance, a loopback
+call whose header carries something else (another service's key, which some clients send everywhere)
+is treated as one without credentials, as Temporal's dev server ignores such headers.
 
 Failed attempts (unknown, malformed, expired or revoked keys) are counted per client address in a
 shared bucket (PERDURA_AUTH_FAILURES at once, then one every 6 seconds); an address whose bucket is
@@ -38,7 +40,7 @@ from engine.api import audit as audit_calls
 from engine.api import dbthreads, methods
 from engine.api.errors import abort
 from engine.errors import EngineError, InvalidArgument, PermissionDenied, ResourceExhausted, Unauthenticated
-from tenants import audit, roles
+from tenants import api_keys, audit, roles
 from tenants.auth import ANONYMOUS, AuthError, Principal, authenticate
 
 log = logging.getLogger("perdura.auth")
@@ -273,8 +275,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     async def _principal(
         self, header: str | None, context: grpc.aio.ServicerContext, method: str
     ) -> Principal:
+        trusted = self.mode == LOOPBACK and is_loopback(context.peer())
+        if trusted and header is not None and not api_keys.claims_perdura(header):
+            header = None  # not meant for us: the allowance trusts the caller as without a header
         if header is None:
-            if self.mode == LOOPBACK and is_loopback(context.peer()):
+            if trusted:
                 return ANONYMOUS
             await abort(
                 context,

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError, Message
+from perdura import logcontext
 
 from engine import bounds
 from engine.api.errors import abort
@@ -50,14 +51,15 @@ def decoder(deserialize: Callable[[bytes], Message]) -> Callable[[bytes], Messag
     return decode
 
 
-def guard(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+def guard(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
     """The same unary method, answering INVALID_ARGUMENT for a Refused request."""
     behavior = handler.unary_unary
 
     async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if isinstance(request, Refused):
-            await abort(context, InvalidArgument(request.message))
-        return await behavior(request, context)
+        with logcontext.call(method, request, context):  # the call's fields on its log lines
+            if isinstance(request, Refused):
+                await abort(context, InvalidArgument(request.message))
+            return await behavior(request, context)
 
     return grpc.unary_unary_rpc_method_handler(
         guarded,
@@ -81,5 +83,5 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         cached = self._guarded.get(method)
         if cached is None or cached[0] is not handler:
-            cached = self._guarded[method] = (handler, guard(handler))
+            cached = self._guarded[method] = (handler, guard(handler, method))
         return cached[1]

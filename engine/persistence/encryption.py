@@ -11,18 +11,20 @@ import uuid
 
 from tenants import datakeys
 
-_FORMAT = 1
+FORMAT = 1
+"""The first byte of every ciphertext; then the data key version (4 bytes), the nonce and the sealed text."""
 
 
-def seal(namespace_id: uuid.UUID, plaintext: bytes, aad: bytes) -> bytes:
-    version, aead = datakeys.cipher(namespace_id)
+def seal(namespace_id: uuid.UUID, plaintext: bytes, aad: bytes, *, version: int | None = None) -> bytes:
+    """Seal under the namespace's newest data key version (or the one given)."""
+    version, aead = datakeys.cipher(namespace_id, version)
     nonce = os.urandom(12)
-    return bytes([_FORMAT]) + version.to_bytes(4, "big") + nonce + aead.encrypt(nonce, plaintext, aad)
+    return bytes([FORMAT]) + version.to_bytes(4, "big") + nonce + aead.encrypt(nonce, plaintext, aad)
 
 
 def unseal(namespace_id: uuid.UUID, blob: bytes, aad: bytes) -> bytes:
     blob = bytes(blob)
-    if not blob or blob[0] != _FORMAT:
+    if not blob or blob[0] != FORMAT:
         raise ValueError("unknown ciphertext format")
     version = int.from_bytes(blob[1:5], "big")
     _, aead = datakeys.cipher(namespace_id, version)

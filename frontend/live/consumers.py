@@ -101,6 +101,8 @@ class _PageConsumer(AsyncWebsocketConsumer):
         for group in joined:
             await self.channel_layer.group_add(group, self.channel_name)
         self.joined = joined
+        await self._watch()  # before the page's first message, whose version check must come after it
+        self.watching = asyncio.get_running_loop().create_task(self._keep_watching())
         await self.accept()
 
     def _authorised_groups(self) -> list[str]:
@@ -112,11 +114,24 @@ class _PageConsumer(AsyncWebsocketConsumer):
         except Http404:
             return []
 
+    async def _watch(self) -> None:
+        """Register the groups as watched: on Redis, engine/live.py sends only to watched groups."""
+        try:
+            await live.watch(self.joined)
+        except Exception:  # Redis away: hints are lost anyway; the next round tries again
+            log.warning("console live watch failed", exc_info=True)
+
+    async def _keep_watching(self) -> None:
+        while True:
+            await asyncio.sleep(live.WATCH_SECONDS / 3)
+            await self._watch()
+
     async def disconnect(self, code: int) -> None:
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
-        if self.worker is not None:
-            self.worker.cancel()
+        for task in (self.worker, getattr(self, "watching", None)):
+            if task is not None:
+                task.cancel()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """The page says what it shows (`{"search": location.search}`): on open (which re-reads whatever

@@ -3,12 +3,31 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
-from celery import Celery
+from celery import Celery, signals
+from celery.apps import worker as celery_worker
 from celery.schedules import crontab
 
+from perdura import logs
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "perdura.settings")
+
+if logs.is_json():
+    # Celery installs its own text handlers unless a receiver of this signal configures logging instead.
+    @signals.setup_logging.connect
+    def _json_logging(loglevel: int | str | None = None, **_: object) -> None:
+        logs.configure(loglevel)
+
+    def _say(msg: str, f: object = None) -> None:
+        logging.getLogger("celery.worker").info(msg.strip())
+
+    # The worker's shutdown notices ("worker: Cold shutdown (MainProcess)") are written straight to the
+    # terminal's file descriptor, past logging and --quiet: logged instead. (Logging's lock is reentrant,
+    # so doing this in a signal handler, as Celery does, cannot deadlock on it.)
+    celery_worker.safe_say = _say
+
 
 app = Celery("perdura")
 app.config_from_object("django.conf:settings", namespace="CELERY")

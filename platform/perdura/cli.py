@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -35,10 +36,15 @@ def _cmd_migrate(args: argparse.Namespace) -> None:
     _django()
     from django.core.management import call_command
 
-    call_command("migrate", interactive=False)
+    from perdura import logs
+
+    # Django's progress lines are for a terminal; in the JSON format one logged line says it is done.
+    call_command("migrate", interactive=False, verbosity=0 if logs.is_json() else 1)
     from tenants.services import namespace_ensure
 
     namespace_ensure(name="default")
+    if logs.is_json():
+        logging.getLogger("perdura.migrate").info("the schema is up to date")
 
 
 def _tls_env(args: argparse.Namespace) -> None:
@@ -57,7 +63,7 @@ def _cmd_api(args: argparse.Namespace) -> None:
     _django()
     from engine.api import server as api_server
     from engine.api.listener import start_listener
-    from perdura import shutdown
+    from perdura import logs, shutdown
 
     async def main() -> None:
         server = api_server.build(f"{args.ip}:{args.port}", db_threads=args.db_threads)
@@ -73,7 +79,7 @@ def _cmd_api(args: argparse.Namespace) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, request_stop)
-        print(f"Perdura API on {args.ip}:{args.port}", flush=True)
+        logs.announce(logging.getLogger("perdura.api"), f"Perdura API on {args.ip}:{args.port}")
         await stop.wait()
         # Calls in flight (long polls included) get a few seconds; new ones are refused meanwhile.
         await server.stop(grace=3)
@@ -87,8 +93,12 @@ def _cmd_web(args: argparse.Namespace) -> None:
         # must share one, or a login made on one is unknown to the next.
         raise SystemExit("perdura web needs PERDURA_SECRET_KEY (e.g. `perdura masterkey` output)")
     argv = [sys.executable, "-m", "uvicorn", "perdura.asgi:application", "--host", args.ip]
-    argv += ["--port", str(args.port), "--workers", str(args.workers), "--no-access-log", *args.extra]
-    os.execv(sys.executable, argv)
+    argv += ["--port", str(args.port), "--workers", str(args.workers), "--no-access-log"]
+    from perdura import logs
+
+    if logs.is_json():
+        argv += ["--log-config", logs.uvicorn_config_file()]
+    os.execv(sys.executable, [*argv, *args.extra])
 
 
 def _cmd_worker(args: argparse.Namespace) -> None:
@@ -101,9 +111,12 @@ def _cmd_worker(args: argparse.Namespace) -> None:
     # long they take): tasks get CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT to finish, then are cancelled
     # and, being acks_late, redelivered; their rows are untouched. Read by billiard at import.
     os.environ.setdefault("REMAP_SIGTERM", "SIGQUIT")
+    from perdura import logs
     from perdura.celery import app
 
-    app.worker_main(["worker", "--loglevel", args.loglevel, "-c", str(args.concurrency), *args.extra])
+    # --quiet: no start-up banner on stdout, where in the JSON format every line must be a log line.
+    quiet = ["--quiet"] if logs.is_json() else []
+    app.worker_main([*quiet, "worker", "--loglevel", args.loglevel, "-c", str(args.concurrency), *args.extra])
 
 
 def _cmd_beat(args: argparse.Namespace) -> None:
@@ -112,7 +125,10 @@ def _cmd_beat(args: argparse.Namespace) -> None:
 
     schedule = args.schedule or str(env.data_dir() / "celerybeat-schedule")
     env.data_dir().mkdir(parents=True, exist_ok=True)
-    app.start(["beat", "--loglevel", args.loglevel, "--schedule", schedule])
+    from perdura import logs
+
+    quiet = ["--quiet"] if logs.is_json() else []  # no banner (see _cmd_worker)
+    app.start([*quiet, "beat", "--loglevel", args.loglevel, "--schedule", schedule])
 
 
 def _cmd_masterkey(args: argparse.Namespace) -> None:
@@ -176,7 +192,11 @@ def main(argv: list[str] | None = None) -> None:
     beat.add_argument("--schedule", help="beat's schedule file (default: under PERDURA_DATA_DIR)")
     beat.set_defaults(func=_cmd_beat)
 
-    sub.add_parser("masterkey", help="print a new random master key").set_defaults(func=_cmd_masterkey)
+    masterkey = sub.add_parser("masterkey", help="print a new random master key; `rotate` re-wraps data keys")
+    masterkey.set_defaults(func=_cmd_masterkey)
+    from perdura import keys_cli
+
+    keys_cli.add_masterkey_parsers(masterkey)
 
     from perdura import control
 

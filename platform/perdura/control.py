@@ -323,6 +323,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             f"--{bucket}-rps", type=_rps, default=argparse.SUPPRESS, metavar="N|default", help=what
         )
     ns_update.set_defaults(func=_namespace_update)
+    from perdura import keys_cli
+
+    keys_cli.add_namespace_parsers(ns_sub)
 
     key = sub.add_parser("apikey", help="manage API keys")
     key_sub = key.add_subparsers(dest="key_command", required=True)

@@ -67,6 +67,7 @@ class _Web:
     def __init__(self, host: str, port: int) -> None:
         import uvicorn
 
+        from perdura import logs
         from perdura.asgi import application
 
         config = uvicorn.Config(
@@ -74,6 +75,8 @@ class _Web:
             host=host,
             port=port,
             log_level="warning",
+            # In the JSON format uvicorn's lines go through the same handler as ours; its own otherwise.
+            **({"log_config": logs.uvicorn_config()} if logs.is_json() else {}),
             access_log=False,
             lifespan="off",
             proxy_headers=False,
@@ -95,7 +98,7 @@ async def serve(*, host: str, port: int, ui_port: int) -> None:
     from engine.api import server as api_server
     from engine.shards import budget
     from engine.shards.loop import run_timer_loop
-    from perdura import shutdown
+    from perdura import logs, shutdown
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -116,12 +119,11 @@ async def serve(*, host: str, port: int, ui_port: int) -> None:
     await grpc_server.start()
     web = _serve_web(host, ui_port) if ui_port else None
     timers = asyncio.ensure_future(run_timer_loop(stop))
-    print(
-        f"Perdura dev server: gRPC on {host}:{port}, web on http://{host}:{ui_port}, namespace 'default'",
-        flush=True,
+    logs.announce(
+        log, f"Perdura dev server: gRPC on {host}:{port}, web on http://{host}:{ui_port}, namespace 'default'"
     )
     await stop.wait()
-    print("Stopping...", flush=True)
+    logs.announce(log, "Stopping...")
     await grpc_server.stop(grace=2)
     try:
         await asyncio.wait_for(timers, timeout=3)

@@ -36,6 +36,25 @@ def master_key() -> str | None:
     return os.environ.get("PERDURA_MASTER_KEY") or None
 
 
+def previous_master_key() -> str | None:
+    """PERDURA_MASTER_KEY_PREVIOUS: the master key being rotated away from, kept until every data key is
+    re-wrapped under PERDURA_MASTER_KEY (`perdura masterkey rotate`)."""
+    return os.environ.get("PERDURA_MASTER_KEY_PREVIOUS") or None
+
+
+def datakey_refresh_seconds() -> float:
+    """PERDURA_DATAKEY_REFRESH_SECONDS: how long a process seals with the data key version it last read
+    before looking for a newer one (`perdura namespace rotate-key`); default 30."""
+    value = os.environ.get("PERDURA_DATAKEY_REFRESH_SECONDS", "").strip() or "30"
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
+        raise SystemExit(f"PERDURA_DATAKEY_REFRESH_SECONDS must be a number of seconds, not {value!r}")
+    return seconds
+
+
 AUDIT_RETENTION_MIN_DAYS = 30
 """The shortest audit retention allowed; the database refuses to prune younger entries (tenants migration 0006)."""
 

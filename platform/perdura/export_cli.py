@@ -1,4 +1,5 @@
-"""`perdura export`: per-run compliance exports (run), their offline check (verify) and the signing key.
+"""`perdura export`: per-run compliance exports (run, and query for every run a filter matches), their
+offline check (verify) and the signing key.
 
 `verify`, `key` and `keygen` never set up Django nor open a database: an auditor checks a file with
 only the package installed. `run` reads the run as the other operator commands do (PERDURA_DATABASE_URL).
@@ -65,6 +66,63 @@ def _cmd_run(args: argparse.Namespace) -> None:
     )
 
 
+def _visibility_token(namespace):  # type: ignore[no-untyped-def]
+    """A function that waits for a token of the namespace's visibility bucket: the same bucket, limits
+    and store (PERDURA_RATE_LIMITS) as the gRPC API's list queries."""
+    from tenants import quotas
+    from tenants.rest.throttles import limiter
+
+    rate = quotas.namespace_rates(namespace.rate_limits or None).rate(quotas.Bucket.VISIBILITY)
+    key = f"ns:{namespace.name}:{quotas.Bucket.VISIBILITY.value}"
+
+    def take() -> None:
+        while True:
+            decision = limiter().check(key, rate)
+            if decision.allowed:
+                return
+            time.sleep(max(decision.retry_after, 0.01))
+
+    return take
+
+
+def _cmd_query(args: argparse.Namespace) -> None:
+    from perdura import control, progress
+
+    control._django()
+    from engine.exports import bulk, destinations, signing
+    from tenants import selectors
+    from visibility.query.parser import QueryError
+
+    namespace = selectors.namespace_by_name(args.namespace)
+    if namespace is None:
+        raise SystemExit(f"perdura: no namespace {args.namespace!r}")
+    try:
+        signing.signing_key()  # before anything is written: a missing key fails now, not at the first run
+        destination = destinations.open_destination(args.to)
+    except (signing.SigningKeyError, destinations.DestinationError) as e:
+        raise SystemExit(f"perdura: {e}") from None
+    bar = progress.Bar(f"exporting {args.namespace} runs")
+    started = time.monotonic()
+    try:
+        result = bulk.export_query(
+            namespace=namespace,
+            query=args.query,
+            destination=destination,
+            take_token=_visibility_token(namespace),
+            page_size=args.page_size,
+            on_progress=lambda p: bar.show(p.done, max(p.total, p.done)),
+        )
+    except (QueryError, bulk.ExportConflict) as e:
+        raise SystemExit(f"perdura: {e}") from None
+    bar.show(result.done, max(result.total, result.done), last=True)
+    print(
+        f"exported {result.exported} runs of {args.namespace} matching {args.query!r} to {args.to} "
+        f"({result.skipped} found already written after a stop, {result.vanished} deleted before they "
+        f"could be read) in {time.monotonic() - started:.1f}s",
+        file=sys.stderr,
+    )
+
+
 def _cmd_verify(args: argparse.Namespace) -> None:
     # Only the pure verifier: no Django, no database, no server.
     from engine.exports import manifest
@@ -123,6 +181,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--run-id", help="the run (default: the workflow id's current or latest run)")
     run.add_argument("--output", required=True, help="the file to write (JSON)")
     run.set_defaults(func=_cmd_run)
+
+    query = export_sub.add_parser(
+        "query",
+        help="export every run a list filter matches, one signed file per run, to a folder or s3://bucket/prefix "
+        "(resumes a stopped export)",
+    )
+    query.add_argument("--namespace", required=True, help="the namespace's full name")
+    query.add_argument(
+        "--query", required=True, help="a list filter, as in ListWorkflowExecutions ('' for all)"
+    )
+    query.add_argument(
+        "--to", required=True, help="a folder, or s3://bucket/prefix (boto3's standard configuration)"
+    )
+    query.add_argument("--page-size", type=int, default=100, help=argparse.SUPPRESS)
+    query.set_defaults(func=_cmd_query)
 
     verify = export_sub.add_parser(
         "verify", help="check an export's hash chain and signature offline (exit 1 naming what changed)"

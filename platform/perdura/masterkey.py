@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import hashlib
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -12,16 +13,20 @@ from django.core.exceptions import ImproperlyConfigured
 from perdura import env
 
 
-def _decode(text: str) -> bytes:
+def _decode(text: str, name: str = "PERDURA_MASTER_KEY") -> bytes:
     try:
         key = base64.b64decode(text.strip(), validate=True)
     except (binascii.Error, ValueError):
-        raise ImproperlyConfigured("PERDURA_MASTER_KEY must be 32 bytes, base64-encoded") from None
+        raise ImproperlyConfigured(f"{name} must be 32 bytes, base64-encoded") from None
     if len(key) != 32:
-        raise ImproperlyConfigured(
-            f"PERDURA_MASTER_KEY must be 32 bytes, base64-encoded (got {len(key)} bytes)"
-        )
+        raise ImproperlyConfigured(f"{name} must be 32 bytes, base64-encoded (got {len(key)} bytes)")
     return key
+
+
+def key_id(key: bytes) -> str:
+    """A master key's public name: stored beside each data key it wraps, so the right one unwraps it
+    while a rotation is under way. A hash prefix: it tells nothing about the key."""
+    return hashlib.sha256(b"perdura/masterkey-id/" + key).hexdigest()[:16]
 
 
 def generate() -> str:
@@ -47,3 +52,19 @@ def master_key() -> bytes:
         with os.fdopen(fd, "w") as f:
             f.write(generate() + "\n")
     return _decode(path.read_text())
+
+
+@functools.cache
+def previous_master_key() -> bytes | None:
+    """The master key being rotated away from (PERDURA_MASTER_KEY_PREVIOUS), if any."""
+    configured = env.previous_master_key()
+    return _decode(configured, "PERDURA_MASTER_KEY_PREVIOUS") if configured else None
+
+
+def known_keys() -> dict[str, bytes]:
+    """The master keys this process can unwrap with, by id: the current one, then the previous one."""
+    keys = {key_id(master_key()): master_key()}
+    previous = previous_master_key()
+    if previous is not None:
+        keys.setdefault(key_id(previous), previous)
+    return keys

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 
 import dj_database_url
 
-from perdura import env
+from perdura import env, logs
 
 DEBUG = env.flag("PERDURA_DEBUG")
 SECRET_KEY = os.environ.get("PERDURA_SECRET_KEY") or secrets.token_urlsafe(50)
@@ -233,10 +234,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("PERDURA_LOG_LEVEL", "INFO")},
-}
+# Text lines by default; PERDURA_LOG_FORMAT=json writes one JSON object a line (perdura/logs.py).
+LOGGING = logs.logging_config()
+if logs.is_json():
+    logging.captureWarnings(True)  # warnings through the JSON handler, not as bare lines on stderr

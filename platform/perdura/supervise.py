@@ -45,7 +45,12 @@ def run(argv: Sequence[str]) -> int:
     SIGTERM and SIGINT are passed on to the child, which stops as it would alone (within its bound), and
     the supervisor then exits with the child's status instead of starting it again.
     """
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s: %(levelname)s/supervisor] %(message)s")
+    from perdura import logs
+
+    if logs.is_json():
+        logs.configure()
+    else:
+        logging.basicConfig(level=logging.INFO, format="[%(asctime)s: %(levelname)s/supervisor] %(message)s")
     stopping = False
     child: subprocess.Popen[bytes] | None = None
 

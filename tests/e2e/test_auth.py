@@ -223,13 +223,26 @@ async def test_unknown_and_malformed_keys_are_unauthenticated(server, tenants):
     forged = real[:-4] + ("AAAA" if not real.endswith("AAAA") else "BBBB")
     async with grpc.aio.insecure_channel(server.address) as channel:
         stub = wss.WorkflowServiceStub(channel)
-        for header in (f"Bearer {forged}", "Bearer not-a-key", f"Bearer pdk_{'a' * 12}_{'b' * 43}"):
+        for header in (f"Bearer {forged}", "Bearer pdk_not-a-key", f"Bearer pdk_{'a' * 12}_{'b' * 43}"):
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await stub.DescribeNamespace(
                     rr.DescribeNamespaceRequest(namespace=tenants.ns_a), metadata=(("authorization", header),)
                 )
             assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
             assert forged not in caught.value.details()
+
+
+async def test_loopback_allowance_ignores_a_header_that_is_not_a_perdura_key(server):
+    """Some clients send another service's key everywhere (the SDK's plugin test does); Temporal's dev
+    server ignores it, and so does the loopback allowance: the call is one without credentials. A
+    server that requires keys refuses it (test_require_auth_refuses_calls_without_a_key_even_from_loopback)."""
+    client = await Client.connect(
+        server.address, namespace="default", api_key="sk-some-other-service", tls=False
+    )
+    description = await client.workflow_service.describe_namespace(
+        rr.DescribeNamespaceRequest(namespace="default")
+    )
+    assert description.namespace_info.name == "default"
 
 
 def temporal(server, key: str, *args: str) -> str:
@@ -333,6 +346,11 @@ async def test_require_auth_refuses_calls_without_a_key_even_from_loopback(stric
             await wss.WorkflowServiceStub(channel).ListNamespaces(rr.ListNamespacesRequest())
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert "requires an API key" in caught.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await wss.WorkflowServiceStub(channel).ListNamespaces(
+                rr.ListNamespacesRequest(), metadata=(("authorization", "Bearer sk-some-other-service"),)
+            )
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
         # Load balancers still ask the health service without credentials.
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.core.cache import caches
 
 from engine.models import Execution
 from engine.services import console_reads, workflows
@@ -16,6 +17,14 @@ from tests.integration.test_rest_api import create_namespace, signup
 from tests.integration.test_run_export_rest import _start
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """Each test signs people up: the sign-up throttle would refuse them after a few runs."""
+    caches["throttle"].clear()
+    yield
+    caches["throttle"].clear()
 
 
 def _signal(namespace: Namespace, workflow_id: str, run_id: str, n: int) -> None:

@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.cache import caches
 from google.protobuf.duration_pb2 import Duration
 from temporalio.api.common.v1 import WorkflowType
 from temporalio.api.schedule.v1 import IntervalSpec, Schedule, ScheduleAction, ScheduleSpec
@@ -26,6 +27,15 @@ from tests.integration.test_rest_api import create_namespace, invite_and_join, s
 from tests.integration.test_run_export_rest import _start, signing_key  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """Each test signs people up: the sign-up throttle would refuse them after a few runs."""
+    caches["throttle"].clear()
+    yield
+    caches["throttle"].clear()
+
 
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 

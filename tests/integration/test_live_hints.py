@@ -1,6 +1,6 @@
 """The console's live hints (engine/live.py) on a real Redis channel layer: they reach a listener of the
 run's and the namespace's groups from another thread, an idle listener survives Redis's read timeout, and
-an unreachable Redis costs the writer nothing."""
+an unreachable Redis costs the writer nothing. On Redis only groups an open page watches are sent to."""
 
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ async def test_hints_reach_the_run_and_namespace_groups(redis_layer):
     await redis_layer.group_add(live.run_group(namespace_id, 7), run_listener)
     await redis_layer.group_add(live.namespace_group(namespace_id), list_listener)
     await redis_layer.group_add(live.run_group(uuid.uuid4(), 7), await redis_layer.new_channel())
+    await live.watch([live.run_group(namespace_id, 7), live.namespace_group(namespace_id)])
 
     await asyncio.to_thread(sender.send, namespace_id, 7)  # from a thread, as the write path's
     assert await asyncio.wait_for(redis_layer.receive(run_listener), 5) == {"type": "run.changed", "run": 7}
@@ -105,8 +106,46 @@ async def test_redis_namespace_version_moves_with_the_hint(redis_layer):
     namespace_id = uuid.uuid4()
     listener = await redis_layer.new_channel()
     await redis_layer.group_add(live.namespace_group(namespace_id), listener)
+    await live.watch([live.namespace_group(namespace_id)])
     before = await asyncio.to_thread(live.namespace_version, namespace_id)
     await asyncio.to_thread(sender.send, namespace_id, 3)
     await asyncio.wait_for(redis_layer.receive(listener), 5)
     after = await asyncio.to_thread(live.namespace_version, namespace_id)
     assert (before, after) == ("0", "1")
+
+
+async def test_only_watched_groups_are_sent_to_and_versions_move_regardless(redis_layer):
+    """A group no open page watches gets no hint (a group send costs Redis round trips even when nobody
+    listens, which a busy server paid for every run it changed), while the namespace's version still moves,
+    so a list page that reads it before its socket registers cannot miss a change."""
+    sender = live._Sender()
+    watched, unwatched = uuid.uuid4(), uuid.uuid4()
+    watched_listener = await redis_layer.new_channel()
+    unwatched_listener = await redis_layer.new_channel()
+    await redis_layer.group_add(live.namespace_group(watched), watched_listener)
+    await redis_layer.group_add(live.namespace_group(unwatched), unwatched_listener)
+    await live.watch([live.namespace_group(watched)])
+
+    for pk in range(20):  # a burst: gathered into one batch or a few
+        await asyncio.to_thread(sender.send, unwatched, pk)
+    await asyncio.to_thread(sender.send, watched, 99)
+    assert await asyncio.wait_for(redis_layer.receive(watched_listener), 5) == {
+        "type": "run.changed",
+        "run": 99,
+    }
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(redis_layer.receive(unwatched_listener), 0.5)
+    assert await asyncio.to_thread(live.namespace_version, unwatched) not in (None, "0")
+
+    # A registration lapses: once it has, the group is not sent to any more.
+    live_seconds, live.WATCH_SECONDS = live.WATCH_SECONDS, 0.2
+    try:
+        await live.watch([live.namespace_group(unwatched)])
+        await asyncio.to_thread(sender.send, unwatched, 100)
+        assert (await asyncio.wait_for(redis_layer.receive(unwatched_listener), 5))["run"] == 100
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(sender.send, unwatched, 101)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(redis_layer.receive(unwatched_listener), 0.5)
+    finally:
+        live.WATCH_SECONDS = live_seconds
