@@ -6,6 +6,7 @@ Pure functions over protobuf events: no I/O, no HTML. Every string they return i
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -58,7 +59,13 @@ _PREFIXES = sorted(CATEGORIES.items(), key=lambda item: -len(item[0]))
 
 def category(event: HistoryEvent) -> str:
     """What the event concerns (the history's colour band): workflow, task, activity, timer, signal..."""
-    name = _attributes_field(event).removesuffix("_event_attributes")
+    return _category_of(_attributes_field(event))
+
+
+@functools.cache
+def _category_of(attributes_field: str) -> str:
+    # Cached by attributes field (a few dozen): the compact view and the timeline ask it of every event.
+    name = attributes_field.removesuffix("_event_attributes")
     for prefix, kind in _PREFIXES:
         if name.startswith(prefix):
             return kind
@@ -210,13 +217,23 @@ def group_key(event: HistoryEvent) -> int:
     if not name:
         return event.event_id
     attrs = getattr(event, name)
-    fields = attrs.DESCRIPTOR.fields_by_name
-    for link in _GROUP_LINKS:
-        if link in fields:
-            value = getattr(attrs, link)
-            if value:
-                return int(value)
+    for link in _group_links(name, attrs):
+        value = getattr(attrs, link)
+        if value:
+            return int(value)
     return event.event_id
+
+
+_LINKS_OF: dict[str, tuple[str, ...]] = {}
+
+
+def _group_links(name: str, attrs: object) -> tuple[str, ...]:
+    """The link fields an attributes message has, looked up once per message type."""
+    found = _LINKS_OF.get(name)
+    if found is None:
+        fields = attrs.DESCRIPTOR.fields_by_name  # type: ignore[attr-defined]
+        found = _LINKS_OF[name] = tuple(link for link in _GROUP_LINKS if link in fields)
+    return found
 
 
 @dataclass(slots=True)

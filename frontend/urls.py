@@ -5,7 +5,8 @@ A workflow id may hold slashes, so it is matched greedily up to the run id and `
 
 from django.urls import path, re_path
 
-from frontend.views import actions, auth, home, runs, workflows
+from frontend.views import actions, auth, export, home, runs, schedules, workflows
+from frontend.views import timeline as timeline_views
 
 urlpatterns = [
     path("", home.home, name="console-home"),
@@ -39,4 +40,26 @@ urlpatterns = [
             ("reset/run", actions.reset, "reset"),
         ]
     ],
+    # The run page's timeline, export and the schedules pages (console-timeline).
+    re_path(
+        r"^namespaces/(?P<namespace>[^/]+)/workflows/(?P<workflow_id>.+)/(?P<run_id>[^/]+)/timeline$",
+        timeline_views.run_timeline,
+        name="console-run-timeline",
+    ),
+    re_path(
+        r"^namespaces/(?P<namespace>[^/]+)/workflows/(?P<workflow_id>.+)/(?P<run_id>[^/]+)/export$",
+        export.run_export,
+        name="console-run-export",
+    ),
+    path("namespaces/<str:namespace>/schedules", schedules.schedule_list, name="console-schedules"),
+    re_path(
+        r"^namespaces/(?P<namespace>[^/]+)/schedules/(?P<schedule_id>.+)/(?P<action>pause|unpause|trigger|backfill)$",
+        schedules.schedule_action,
+        name="console-schedule-action",
+    ),
+    re_path(
+        r"^namespaces/(?P<namespace>[^/]+)/schedules/(?P<schedule_id>.+)$",
+        schedules.schedule_detail,
+        name="console-schedule",
+    ),
 ]

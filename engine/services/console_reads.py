@@ -7,7 +7,10 @@ rendering of the same state; these functions are synchronous (Django views call 
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -125,6 +128,7 @@ __all__ = [
     "current_run_id",
     "run_all_events",
     "run_events",
+    "run_history",
     "run_list_page",
     "run_view",
 ]
@@ -134,3 +138,75 @@ def run_version(execution_pk: int) -> int | None:
     """The run's version (bumped by every committed mutation), None when it is gone: a live page that
     shows this version has nothing to re-read."""
     return Execution.objects.filter(pk=execution_pk).values_list("db_version", flat=True).first()
+
+
+# --- the whole history, kept for a while ---------------------------------------------------------------
+
+HISTORY_CACHE_RUNS = 8
+"""Runs whose parsed history a process keeps (the newest used)."""
+HISTORY_CACHE_MIN_EVENTS = 1000
+"""Shorter histories are read whole each time: they cost little."""
+HISTORY_CACHE_SECONDS = 30.0
+"""How long a kept history is extended rather than read again. Bounds how long a page may still show
+payloads after their subject key is destroyed (erasure), and the memory of runs nobody looks at."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    events: tuple[HistoryEvent, ...]
+    read_at: float
+
+
+_kept: OrderedDict[tuple[uuid.UUID, str], _Kept] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _read_events(execution: Execution, *, after: int, last: int) -> list[HistoryEvent]:
+    """Events after..last as run_all_events reads them, from the batches that start after `after`."""
+    rows = (
+        HistoryBatch.objects.filter(execution=execution, first_event_id__gt=after, first_event_id__lte=last)
+        .order_by("first_event_id")
+        .values_list("first_event_id", "data")
+        .iterator(chunk_size=2000)
+    )
+    events: list[HistoryEvent] = []
+    for first_event_id, data in rows:
+        plain = encryption.unseal(
+            execution.namespace_id,
+            bytes(data),
+            encryption.history_aad(execution.namespace_id, execution.run_id, first_event_id),
+        )
+        events.extend(e for e in History.FromString(plain).events if e.event_id <= last)
+    return events
+
+
+def run_history(execution: Execution) -> tuple[HistoryEvent, ...]:
+    """Every event of the run up to its row's next event id, in order: what the timeline and the compact
+    view draw on each render, live updates included.
+
+    A long history (HISTORY_CACHE_MIN_EVENTS and more) is kept parsed in this process for
+    HISTORY_CACHE_SECONDS, keyed by its namespace and run id: later renders read only the batches appended
+    since, as a history only grows. The caller has already checked that the viewer may see the run.
+    """
+    last = execution.next_event_id - 1
+    key = (execution.namespace_id, execution.run_id)
+    moment = time.monotonic()
+    with _kept_lock:
+        kept = _kept.get(key)
+    events: tuple[HistoryEvent, ...] | None = None
+    read_at = moment
+    if kept is not None and moment - kept.read_at < HISTORY_CACHE_SECONDS and len(kept.events) <= last:
+        have = len(kept.events)
+        fresh = _read_events(execution, after=have, last=last) if have < last else []
+        # Ids are dense from 1: the kept events are 1..have, and the new ones must follow on exactly.
+        if [e.event_id for e in fresh] == list(range(have + 1, last + 1)):
+            events, read_at = kept.events + tuple(fresh), kept.read_at
+    if events is None:
+        events = tuple(_read_events(execution, after=0, last=last))
+    if last >= HISTORY_CACHE_MIN_EVENTS and len(events) == last:
+        with _kept_lock:
+            _kept[key] = _Kept(events=events, read_at=read_at)
+            _kept.move_to_end(key)
+            while len(_kept) > HISTORY_CACHE_RUNS:
+                _kept.popitem(last=False)
+    return events

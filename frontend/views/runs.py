@@ -9,13 +9,14 @@ decrypted: a 10,000-event history costs one page per request. The compact view g
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from temporalio.api.history.v1 import HistoryEvent
 
 from engine.errors import NotFound
 from engine.services import console_reads
@@ -23,6 +24,7 @@ from frontend import history, present
 from frontend.payloads import decode_all, message_json
 from frontend.viewer import Viewer
 from frontend.views.common import base_context, console_page
+from frontend.views.timeline import timeline_context
 
 PAGE_SIZE = 100
 
@@ -92,7 +94,12 @@ def _pending_activities(describe: object) -> list[dict[str, object]]:
     return shown
 
 
-def _history_context(params: Mapping[str, str], run: console_reads.RunView, base: str) -> dict[str, object]:
+def _history_context(
+    params: Mapping[str, str],
+    run: console_reads.RunView,
+    base: str,
+    events: Sequence[HistoryEvent] | None = None,
+) -> dict[str, object]:
     view = "compact" if params.get("view") == "compact" else "full"
     order = "asc" if params.get("order") == "asc" else "desc"
     last = run.execution.next_event_id - 1
@@ -106,7 +113,9 @@ def _history_context(params: Mapping[str, str], run: console_reads.RunView, base
         )
 
     if view == "compact":
-        groups = history.compact_groups(console_reads.run_all_events(run.execution))
+        groups = history.compact_groups(
+            events if events is not None else console_reads.run_all_events(run.execution)
+        )
         page = _int(params.get("page"), 1) or 1
         pages = max((len(groups) + PAGE_SIZE - 1) // PAGE_SIZE, 1)
         page = min(page, pages)
@@ -211,7 +220,9 @@ def run_context(
     """Everything the run page shows, read now (the page, and its live updates). Raises Http404."""
     ns, _role = viewer.namespace(namespace)
     run = _run(ns.id, workflow_id, run_id)
-    shown_history = _history_context(params, run, _base(namespace, workflow_id, run_id))
+    # The timeline and the compact view both need the whole history: it is read once for both.
+    events = console_reads.run_history(run.execution)
+    shown_history = _history_context(params, run, _base(namespace, workflow_id, run_id), events)
     info = run.describe.workflow_execution_info
     config = run.describe.execution_config
     start = present.when(info.start_time, info.HasField("start_time"))
@@ -258,6 +269,7 @@ def run_context(
         "pending_activities": _pending_activities(run.describe),
         "pending_children": list(run.describe.pending_children),
         "history": shown_history,
+        "timeline": timeline_context(run, namespace=namespace, params=params, events=events),
         "live_version": run.execution.db_version,
     }
     return context
