@@ -37,8 +37,8 @@ from temporalio.api.workflow.v1 import (
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
-from engine import notify, page_tokens, tokens, validation
-from engine.api import dbthreads, namespaces, task_queues
+from engine import dbthreads, notify, page_tokens, tokens, validation
+from engine.api import namespaces, task_queues
 from engine.api import visibility as visibility_rpc
 from engine.api.convert import dur, ts
 from engine.api.errors import rpc

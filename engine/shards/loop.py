@@ -9,8 +9,7 @@ import socket
 
 from perdura import clock
 
-from engine import notify
-from engine.api import dbthreads
+from engine import dbthreads, notify
 from engine.shards import budget, timers
 from engine.shards.failure_log import FailureLog
 from engine.shards.wakeups import SWEEP_SECONDS
