@@ -16,8 +16,7 @@ from engine.history.mutation import Mutation
 from engine.history.queries import holds_queries
 from engine.history.state import MutableState
 from engine.models import CurrentRun, Execution, HistoryBatch, Task, Timer, Transfer
-from engine.persistence import encryption, queries, visibility
-from engine.shards import wakeups
+from engine.persistence import encryption, queries, visibility, wakeups
 
 
 def encode_state(namespace_id: uuid.UUID, state: MutableState) -> bytes:

@@ -24,8 +24,8 @@ from engine.history.mutation import Mutation, TaskKind
 from engine.history.state import ParentInfo
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
+from engine.persistence import visibility as visibility_store
 from engine.services.update import retryable, run_update
-from engine.shards import visibility_index
 from tenants.models import Namespace
 
 RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
@@ -324,7 +324,7 @@ def workflow_delete(*, namespace: Namespace, workflow_id: str, run_id: str) -> N
         except NotFound:
             pass
     with transaction.atomic():
-        visibility_index.forget_on_commit(execution.pk)
+        visibility_store.forget_on_commit(execution.pk)
         Execution.objects.filter(pk=execution.pk).delete()
         CurrentRun.objects.filter(
             namespace=namespace, workflow_id=workflow_id, run_id=execution.run_id

@@ -15,9 +15,8 @@ from engine.history import activity, lifecycle, timer, workflow_task
 from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TimerKind
 from engine.models import Timer
-from engine.persistence import store
-from engine.services import schedules
-from engine.shards import leases, parking, transfers
+from engine.persistence import leases, store
+from engine.shards import parking, schedules, transfers
 from engine.shards.budget import Budget
 
 log = logging.getLogger(__name__)

@@ -34,11 +34,11 @@ from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TransferKind
 from engine.history.state import ParentInfo
 from engine.models import Execution, Transfer
-from engine.persistence import encryption, store
+from engine.persistence import encryption, leases, store
 from engine.schedules.rules import scheduled_by
-from engine.services import schedules, workflows
+from engine.services import workflows
 from engine.services.update import run_update
-from engine.shards import leases, parking, visibility_index
+from engine.shards import parking, schedules, visibility_index
 from engine.shards.budget import Budget
 from tenants.models import Namespace
 
