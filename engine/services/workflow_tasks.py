@@ -20,8 +20,8 @@ from engine.history.state import WorkflowTaskInfo
 from engine.matching import queue
 from engine.models import Execution, Task
 from engine.persistence import queries as query_rows
-from engine.services import activity_tasks, queries
-from engine.services.update import run_update, update_execution
+from engine.services import activity_tasks, queries, task_claims
+from engine.services.write_path import run_update, update_execution
 from engine.tokens import TaskToken
 from tenants.models import Namespace
 
@@ -110,7 +110,7 @@ def poll_once(
     def start_query(task: Task) -> queries.StartedQuery:
         return queries.query_started(task, sticky=task.task_queue != task.execution.task_queue)
 
-    return queue.claim(namespace.id, TaskKind.WORKFLOW, task_queue, start, start_query)
+    return task_claims.claim(namespace.id, TaskKind.WORKFLOW, task_queue, start, start_query)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from perdura import clock
 
 from engine.models import Schedule as ScheduleRow
 from engine.persistence import leases, wakeups
-from engine.services import schedules
+from engine.services import schedules, write_path
 from engine.shards import parking
 from engine.shards.budget import Budget
 
@@ -23,14 +23,15 @@ BATCH = 100
 
 
 def _tick_row(pk: int, shard: int, range_id: int) -> bool:
-    with transaction.atomic():
-        leases.check(shard, range_id)
+    def tick() -> bool:
         row = ScheduleRow.objects.select_for_update().filter(pk=pk, parked_at__isnull=True).first()
         now = clock.now()
         if row is None or row.next_wakeup_at is None or row.next_wakeup_at > now:
             return False  # deleted, parked, or another processor already took it
         schedules.schedule_tick_locked(row, now)
         return True
+
+    return write_path.in_transaction(tick, shard=shard, range_id=range_id)
 
 
 def process_due(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
