@@ -29,6 +29,7 @@ services:
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 test: $(VENV)/.installed-test services lint
 	$(BIN)/pytest
