@@ -52,9 +52,10 @@ from engine.history.mutation import TaskKind
 from engine.matching import queue
 from engine.persistence import store
 from engine.services import activity_control as activity_control_services
-from engine.services import activity_tasks, queries, reads, schedules, workflow_tasks, workflows
+from engine.services import activity_tasks, reads, schedules, workflow_tasks, workflows
 from engine.services import reset as reset_service
 from engine.services import updates as update_services
+from engine.services import workflow_queries as queries
 from tenants.models import Namespace
 from tenants.selectors import namespace_by_name
 
