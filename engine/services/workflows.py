@@ -25,6 +25,7 @@ from engine.history.state import ParentInfo
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
 from engine.persistence import visibility as visibility_store
+from engine.services import workflow_tasks
 from engine.services.write_path import apply_locked, in_transaction, run_update
 from tenants.models import Namespace
 
@@ -221,8 +222,6 @@ def _start_txn(
         current.start_request_id = request.request_id
         current.save(update_fields=["run_id", "start_request_id"])
     if eager is not None:
-        from engine.services import workflow_tasks
-
         return StartResult(
             run_id=new_run_id,
             started=True,
