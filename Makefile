@@ -31,6 +31,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: $(VENV)/.installed-test services lint
 	$(BIN)/pytest

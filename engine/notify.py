@@ -3,6 +3,11 @@
 A process-local hub lets asyncio waiters (long-polls) be woken from the database threads that
 commit changes. In Postgres mode the same keys also travel through NOTIFY, sent inside the
 transaction (so only committed work is announced) and relayed to each process's hub by a listener.
+
+Shard work (a timer, a transfer or a schedule tick coming due) is announced as a typed ShardDue hint.
+Whoever fires it subscribes at app start (the Celery sender, engine/apps.py), so the code that writes
+rows never imports the code that processes them; with no subscriber (perdura dev) the hint is the
+TIMERS_KEY its in-process loop waits on.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import asyncio
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import connection, transaction
 
@@ -145,3 +152,34 @@ def publish_on_commit(keys: Mapping[str, int]) -> None:
 def parse_payload(payload: str) -> dict[str, int]:
     key, _, count = payload.rpartition("|")
     return {key: int(count)} if key and count.isdigit() else {payload: 1}
+
+
+@dataclass(frozen=True, slots=True)
+class ShardDue:
+    """A hint that `shard` has work due at `at` (None: now)."""
+
+    shard: int
+    at: datetime | None = None
+
+
+_shard_due_senders: list[Callable[[ShardDue], object]] = []
+
+
+def on_shard_due(sender: Callable[[ShardDue], object]) -> None:
+    """Call `sender(hint)` after commit for every ShardDue hint (subscribed once, at app start)."""
+    _shard_due_senders.append(sender)
+
+
+def shard_workers_listen() -> bool:
+    """Whether shard work is fired by shard workers that hear ShardDue hints (else by perdura dev's loop)."""
+    return bool(_shard_due_senders)
+
+
+def shard_due_on_commit(hint: ShardDue) -> None:
+    """Send `hint` to the subscribed senders once the current transaction commits."""
+    transaction.on_commit(lambda: _send_shard_due(hint))
+
+
+def _send_shard_due(hint: ShardDue) -> None:
+    for sender in _shard_due_senders:
+        sender(hint)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from celery import shared_task
 from celery.signals import worker_process_shutdown, worker_shutting_down
 
+from engine import notify
 from engine.shards import budget, timers
 from engine.shards.failure_log import FailureLog
 from engine.shards.loop import owner_name
@@ -43,3 +45,23 @@ def sweep() -> int:
 def _stop_passes(**_: object) -> None:
     """The worker is stopping: passes in this process end after the row in hand (engine/shards/budget.py)."""
     budget.stop_requested.set()
+
+
+BROKER_PAUSE_SECONDS = 5.0
+"""After a hint could not be sent, how long this process sends none (the sweep fires what is due)."""
+_paused_until = 0.0
+
+
+def send_shard_due(hint: notify.ShardDue) -> None:
+    """Send one ShardDue hint as a process_shard message (with the hint's ETA), once: no publish retries,
+    and none at all for a while after a failure. Hints run after commit on the API's database threads,
+    and Celery's default retries would hold each of them for most of a second while the broker is down;
+    a lost hint only waits for the sweep. Subscribed at app start (engine/apps.py)."""
+    global _paused_until
+    if time.monotonic() < _paused_until:
+        return
+    try:
+        process_shard.apply_async(args=[hint.shard], eta=hint.at, retry=False)
+    except Exception as e:  # noqa: BLE001 - a lost hint is caught by the sweep
+        _paused_until = time.monotonic() + BROKER_PAUSE_SECONDS
+        log.warning("timer wake-ups paused for %.0fs: the broker refused one (%s)", BROKER_PAUSE_SECONDS, e)

@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from engine.api import dbthreads
+from engine import dbthreads
 from tenants import audit, selectors
 from tenants.auth import Principal
 

@@ -35,9 +35,9 @@ from perdura.ratelimit import Limiter, Rate
 from temporalio.api.enums.v1 import ResourceExhaustedCause, ResourceExhaustedScope
 from temporalio.api.errordetails.v1 import PermissionDeniedFailure, ResourceExhaustedFailure
 
-from engine import tokens
+from engine import dbthreads, tokens
 from engine.api import audit as audit_calls
-from engine.api import dbthreads, methods
+from engine.api import methods
 from engine.api.errors import abort
 from engine.errors import EngineError, InvalidArgument, PermissionDenied, ResourceExhausted, Unauthenticated
 from tenants import api_keys, audit, roles

@@ -15,8 +15,8 @@ from temporalio.api.operatorservice.v1 import request_response_pb2 as orr
 from temporalio.api.replication.v1 import ClusterReplicationConfig, NamespaceReplicationConfig
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
-from engine import validation
-from engine.api import auth, dbthreads
+from engine import dbthreads, validation
+from engine.api import auth
 from engine.api.convert import dur
 from engine.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from tenants import errors, selectors

@@ -7,7 +7,8 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import request_response_pb2 as orr
 from temporalio.api.operatorservice.v1 import service_pb2_grpc as oss
 
-from engine.api import dbthreads, namespaces
+from engine import dbthreads
+from engine.api import namespaces
 from engine.api.errors import rpc
 from engine.errors import InvalidArgument
 from tenants.models import Namespace

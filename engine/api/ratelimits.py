@@ -26,7 +26,8 @@ from perdura.ratelimit import Decision, Limiter
 from temporalio.api.enums.v1 import ResourceExhaustedCause, ResourceExhaustedScope
 from temporalio.api.errordetails.v1 import ResourceExhaustedFailure
 
-from engine.api import dbthreads, methods
+from engine import dbthreads
+from engine.api import methods
 from engine.api.errors import refuse
 from engine.errors import ResourceExhausted
 from tenants import quotas

@@ -9,7 +9,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from temporalio.api.operatorservice.v1 import service_pb2_grpc as oss
 from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
-from engine.api import dbthreads, errors
+from engine import dbthreads
+from engine.api import errors
 from engine.api.auth import AuthInterceptor
 from engine.api.edge import EdgeInterceptor
 from engine.api.operator import OperatorService

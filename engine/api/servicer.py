@@ -37,8 +37,8 @@ from temporalio.api.workflow.v1 import (
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
-from engine import notify, page_tokens, tokens, validation
-from engine.api import dbthreads, namespaces, task_queues
+from engine import dbthreads, notify, page_tokens, tokens, validation
+from engine.api import namespaces, task_queues
 from engine.api import visibility as visibility_rpc
 from engine.api.convert import dur, ts
 from engine.api.errors import rpc
@@ -52,9 +52,10 @@ from engine.history.mutation import TaskKind
 from engine.matching import queue
 from engine.persistence import store
 from engine.services import activity_control as activity_control_services
-from engine.services import activity_tasks, queries, reads, schedules, workflow_tasks, workflows
+from engine.services import activity_tasks, reads, schedules, workflow_tasks, workflows
 from engine.services import reset as reset_service
 from engine.services import updates as update_services
+from engine.services import workflow_queries as queries
 from tenants.models import Namespace
 from tenants.selectors import namespace_by_name
 

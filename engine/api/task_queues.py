@@ -21,8 +21,7 @@ from temporalio.api.taskqueue.v1 import (
 )
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
-from engine import validation
-from engine.api import dbthreads
+from engine import dbthreads, validation
 from engine.api.convert import ts
 from engine.errors import InvalidArgument
 from engine.history.mutation import TaskKind

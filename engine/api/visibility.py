@@ -17,7 +17,7 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
-from engine.api import dbthreads
+from engine import dbthreads
 from engine.errors import InvalidArgument, Unavailable
 from engine.persistence import visibility as visibility_store
 from engine.services import workflow_tasks

@@ -11,7 +11,7 @@ from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 
 from engine import ids
-from engine.history.queries import holds_queries
+from engine.history.query_consistency import holds_queries
 from engine.history.state import MutableState
 
 

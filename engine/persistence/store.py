@@ -13,11 +13,10 @@ from engine import live, notify
 from engine.errors import NotFound, Unavailable
 from engine.history import state as state_codec
 from engine.history.mutation import Mutation
-from engine.history.queries import holds_queries
+from engine.history.query_consistency import holds_queries
 from engine.history.state import MutableState
 from engine.models import CurrentRun, Execution, HistoryBatch, Task, Timer, Transfer
-from engine.persistence import encryption, queries, visibility
-from engine.shards import wakeups
+from engine.persistence import encryption, query_rows, visibility, wakeups
 
 
 def encode_state(namespace_id: uuid.UUID, state: MutableState) -> bytes:
@@ -255,7 +254,7 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
         )
         wakeups.transfers_created(execution.shard, keys)
     if m.queries_held and not holds_queries(m.state):
-        for key, count in queries.release(execution, m.state, m.now).items():
+        for key, count in query_rows.release(execution, m.state, m.now).items():
             keys[key] = keys.get(key, 0) + count
     notify.publish_on_commit(keys)
 

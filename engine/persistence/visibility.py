@@ -7,9 +7,11 @@ memo change, and when the status changes (close, continue-as-new, reset). Times 
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from django.conf import settings
+from django.db import transaction
 from temporalio.api.common.v1 import SearchAttributes
 from temporalio.api.enums.v1 import EventType
 
@@ -20,7 +22,10 @@ from engine.persistence import encryption
 from visibility import registry
 from visibility.backends.base import Record
 from visibility.backends.sql import records
+from visibility.backends import backend
 from visibility.search_attributes import stored_values, to_micros
+
+log = logging.getLogger(__name__)
 
 # Events after which a run's record must be rewritten even though its status did not change.
 _VISIBLE_EVENTS = frozenset(
@@ -115,3 +120,20 @@ def memo_open(namespace_id: uuid.UUID, run_id: str, sealed: bytes) -> bytes:
     if not sealed:
         return b""
     return encryption.unseal(namespace_id, sealed, memo_aad(namespace_id, run_id))
+
+
+def forget_on_commit(execution_id: int) -> None:
+    """Inside the transaction deleting a run: remove its document once that commits (best effort; a
+    `reindex --fresh` drops any document this misses). The delete leaves a tombstone one version above
+    the run's last, so a late write of the run cannot bring the document back."""
+    if not indexed_async():
+        return
+    db_version = Execution.objects.filter(pk=execution_id).values_list("db_version", flat=True).first() or 0
+
+    def delete() -> None:
+        try:
+            backend().delete(str(execution_id), db_version + 1)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001
+            log.warning("could not remove deleted run %s from OpenSearch", execution_id, exc_info=True)
+
+    transaction.on_commit(delete)

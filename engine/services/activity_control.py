@@ -8,7 +8,7 @@ from temporalio.api.activity.v1 import ActivityOptions
 
 from engine.history import activity_control
 from engine.history.activity_control import Target
-from engine.services.update import run_update
+from engine.services.write_path import run_update
 from tenants.models import Namespace
 
 

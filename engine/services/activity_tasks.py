@@ -18,7 +18,8 @@ from engine.history.state import ActivityInfo
 from engine.matching import queue
 from engine.models import Execution, Task
 from engine.persistence import store
-from engine.services.update import run_update
+from engine.services import task_claims
+from engine.services.write_path import run_update
 from engine.tokens import TaskToken
 from tenants.models import Namespace
 
@@ -69,7 +70,7 @@ def poll_once(
         )
         return started(execution, m, info)
 
-    return queue.claim(namespace.id, TaskKind.ACTIVITY, task_queue, start)
+    return task_claims.claim(namespace.id, TaskKind.ACTIVITY, task_queue, start)
 
 
 def _update(namespace: Namespace, token: TaskToken, apply: Callable[[Execution, Mutation], object]) -> object:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.db import OperationalError, transaction
 from perdura import clock
 from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
 from temporalio.api.history.v1 import HistoryEvent
@@ -12,10 +11,9 @@ from engine import ids
 from engine.errors import InvalidArgument, NotFound
 from engine.history import lifecycle, reset
 from engine.history.errors import ResetRejected
-from engine.history.mutation import Mutation
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
-from engine.services.update import retryable
+from engine.services.write_path import apply_locked, in_transaction
 from tenants.models import Namespace
 
 RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
@@ -28,16 +26,10 @@ def workflow_reset(*, namespace: Namespace, request: ResetWorkflowExecutionReque
         NotFound: no such run.
         InvalidArgument: the point is not the end of a workflow task, or children are pending there.
     """
-    for attempt in range(3):
-        try:
-            with transaction.atomic():
-                return _reset_txn(namespace, request)
-        except OperationalError as e:
-            if not retryable(e) or attempt == 2:
-                raise
-        except ResetRejected as e:
-            raise InvalidArgument(str(e)) from None
-    raise AssertionError("unreachable")
+    try:
+        return in_transaction(lambda: _reset_txn(namespace, request), attempts=3)
+    except ResetRejected as e:
+        raise InvalidArgument(str(e)) from None
 
 
 def _reset_txn(namespace: Namespace, request: ResetWorkflowExecutionRequest) -> str:
@@ -55,9 +47,13 @@ def _reset_txn(namespace: Namespace, request: ResetWorkflowExecutionRequest) -> 
     now = clock.now()
     running = store.find_execution(namespace.id, workflow_id, current.run_id, lock=True)
     if running.status == RUNNING:
-        m = Mutation(store.decode_state(running), now)
-        lifecycle.terminate(m, reason=request.reason, details=None, identity=reset.RESETTER_IDENTITY)
-        store.persist(running, m)
+        apply_locked(
+            running,
+            lambda _e, m: lifecycle.terminate(
+                m, reason=request.reason, details=None, identity=reset.RESETTER_IDENTITY
+            ),
+            now=now,
+        )
     base_events = list(store.history_events(base, last_event_id=request.workflow_task_finish_event_id - 1))
     new_run_id = ids.new_run_id()
     m = reset.reset_run(

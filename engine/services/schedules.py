@@ -3,18 +3,16 @@
 The rules are pure (engine.schedules); this module loads and locks a schedule row, applies them, does the
 I/O they call for (start, cancel or terminate runs, read the status of runs it started) and persists the
 sealed record with its next wake-up in the same transaction. The shard that owns a schedule's row wakes
-it when `next_wakeup_at` passes (engine.shards.timers), under the shard's fence (DESIGN.md rules 3, 4).
+it when `next_wakeup_at` passes (engine.shards.schedules), under the shard's fence (DESIGN.md rules 3, 4).
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Min
 from perdura import clock
 from temporalio.api.common.v1 import Memo, Payloads, SearchAttributes
 from temporalio.api.enums.v1 import TaskQueueKind, WorkflowIdReusePolicy
@@ -31,17 +29,15 @@ from temporalio.api.workflowservice.v1 import (
     UpdateScheduleRequest,
 )
 
-from engine import ids, notify, page_tokens, validation
+from engine import ids, page_tokens, validation
 from engine.errors import AlreadyExists, EngineError, InvalidArgument, NotFound
 from engine.history import retry
 from engine.models import CurrentRun, Execution
 from engine.models import Schedule as ScheduleRow
-from engine.persistence import encryption, store
+from engine.persistence import encryption, store, wakeups
 from engine.schedules import rules
 from engine.schedules.spec import CompiledSpec, SpecError, clean, compile_spec
 from engine.services import workflows
-from engine.shards import leases, parking
-from engine.shards.budget import Budget
 from tenants.models import Namespace
 from visibility import registry as visibility_registry
 from visibility import selectors as visibility_selectors
@@ -54,7 +50,6 @@ _SCHEDULER_PREFIX = "temporal-sys-scheduler:"
 _TIMESTAMP_SUFFIX = "-2009-11-10T23:00:00Z"
 _MAX_NOTES = 1000
 _MAX_BUFFER_PASSES = 20
-BATCH = 100
 
 
 # --- sealing ---------------------------------------------------------------------------------------
@@ -361,24 +356,7 @@ def _save(row: ScheduleRow, record: rules.ScheduleRecord, *, create: bool = Fals
             ]
         )
     if row.next_wakeup_at is not None:
-        _hint(row.shard, row.next_wakeup_at)
-
-
-def _hint(shard: int, at: datetime) -> None:
-    """Wake-up hint for the shard owner (the row is the truth; a lost hint waits for the sweep)."""
-    if getattr(settings, "PERDURA_TIMER_WAKEUPS", "") != "celery":
-        notify.publish_on_commit({notify.TIMERS_KEY: 1})
-        return
-
-    def send() -> None:
-        from engine import tasks
-
-        try:
-            tasks.process_shard.apply_async(args=[shard], eta=at)
-        except Exception:  # noqa: BLE001 - a lost hint is caught by the sweep
-            pass
-
-    transaction.on_commit(send)
+        wakeups.schedule_due(row.shard, row.next_wakeup_at)
 
 
 # --- API-facing services ------------------------------------------------------------------------------
@@ -593,86 +571,10 @@ def schedule_matching_times(*, namespace: Namespace, request: ListScheduleMatchi
     )
 
 
-# --- shard processing -------------------------------------------------------------------------------
-
-
-def _tick_row(pk: int, shard: int, range_id: int) -> bool:
-    with transaction.atomic():
-        leases.check(shard, range_id)
-        row = ScheduleRow.objects.select_for_update().filter(pk=pk, parked_at__isnull=True).first()
-        now = clock.now()
-        if row is None or row.next_wakeup_at is None or row.next_wakeup_at > now:
-            return False  # deleted, parked, or another processor already took it
-        namespace = Namespace.objects.get(pk=row.namespace_id)
-        record = _open(row)
-        _tick(namespace, row, record, now)
-        _save(row, record)
-        return True
-
-
-def process_due(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
-    """Tick every live schedule of `shard` whose wake-up time has passed, each on its own; returns how many.
-
-    A tick that raises is charged a failed attempt: the schedule's wake-up moves to its next attempt
-    (or it is parked), and the schedules behind it tick in the same pass.
-
-    Raises:
-        leases.LeaseLost: another worker took the shard.
-    """
-    budget = budget or Budget()
-    handled = 0
-    tried: set[int] = set()
-    while not budget.spent():
-        due = ScheduleRow.objects.filter(shard=shard, parked_at__isnull=True, next_wakeup_at__lte=clock.now())
-        taken = due.order_by("next_wakeup_at", "id").values_list("pk", flat=True)[:BATCH]
-        rows = [pk for pk in taken if pk not in tried]
-        if not rows:
-            break
-        for pk in rows:
-            if budget.spent():
-                break
-            tried.add(pk)
-            try:
-                if _tick_row(pk, shard, range_id):
-                    handled += 1
-            except leases.LeaseLost:
-                raise
-            except Exception as e:  # noqa: BLE001 - the schedule pays for it, never the shard
-                parking.row_failed(
-                    queue=parking.SCHEDULE,
-                    pk=pk,
-                    shard=shard,
-                    range_id=range_id,
-                    error=e,
-                    label="SCHEDULE_TICK",
-                )
-                continue
-    return handled
-
-
-def schedule_wake(*, namespace_id: uuid.UUID, schedule_id: str) -> None:
-    """A run the schedule started closed: have the shard owner look at the schedule now."""
-    now = clock.now()
-    with transaction.atomic():
-        row = (
-            ScheduleRow.objects.select_for_update()
-            .filter(namespace_id=namespace_id, schedule_id=schedule_id)
-            .first()
-        )
-        if row is None:
-            return
-        if row.parked_at is not None:
-            return  # parked: only `perdura shards redrive` brings it back
-        if row.next_wakeup_at is None or row.next_wakeup_at > now:
-            ScheduleRow.objects.filter(pk=row.pk).update(next_wakeup_at=now)
-        _hint(row.shard, now)
-
-
-def due_shards(now: datetime) -> set[int]:
-    due = ScheduleRow.objects.filter(parked_at__isnull=True, next_wakeup_at__lte=now)
-    return set(due.values_list("shard", flat=True).distinct())
-
-
-def next_wakeup() -> datetime | None:
-    live = ScheduleRow.objects.filter(parked_at__isnull=True)
-    return live.aggregate(first=Min("next_wakeup_at"))["first"]
+def schedule_tick_locked(row: ScheduleRow, now: datetime) -> None:
+    """On a locked, due schedule row, inside the caller's transaction: take every action due by `now`
+    and save the record with its next wake-up (the shard's tick, engine/shards/schedules.py)."""
+    namespace = Namespace.objects.get(pk=row.namespace_id)
+    record = _open(row)
+    _tick(namespace, row, record, now)
+    _save(row, record)

@@ -11,7 +11,7 @@ from engine.history import updates
 from engine.history.mutation import Mutation
 from engine.models import Execution
 from engine.persistence import store
-from engine.services.update import run_update
+from engine.services.write_path import run_update
 from tenants.models import Namespace
 
 

@@ -19,9 +19,9 @@ from engine.history.mutation import Mutation, TaskKind
 from engine.history.state import WorkflowTaskInfo
 from engine.matching import queue
 from engine.models import Execution, Task
-from engine.persistence import queries as query_rows
-from engine.services import activity_tasks, queries
-from engine.services.update import run_update, update_execution
+from engine.persistence import query_rows
+from engine.services import activity_tasks, task_claims, workflow_queries
+from engine.services.write_path import run_update, update_execution
 from engine.tokens import TaskToken
 from tenants.models import Namespace
 
@@ -87,7 +87,7 @@ def started_task_for(execution: Execution, m: Mutation, wft: WorkflowTaskInfo) -
 
 def poll_once(
     *, namespace: Namespace, task_queue: str, identity: str, request_id: str, build_id: str = ""
-) -> StartedWorkflowTask | queries.StartedQuery | queue.NotYet:
+) -> StartedWorkflowTask | workflow_queries.StartedQuery | queue.NotYet:
     def start(execution: Execution, m: Mutation, task: Task) -> StartedWorkflowTask:
         wft = workflow_task.start(
             m,
@@ -107,10 +107,10 @@ def poll_once(
             queries=query_rows.parked(execution),
         )
 
-    def start_query(task: Task) -> queries.StartedQuery:
-        return queries.query_started(task, sticky=task.task_queue != task.execution.task_queue)
+    def start_query(task: Task) -> workflow_queries.StartedQuery:
+        return workflow_queries.query_started(task, sticky=task.task_queue != task.execution.task_queue)
 
-    return queue.claim(namespace.id, TaskKind.WORKFLOW, task_queue, start, start_query)
+    return task_claims.claim(namespace.id, TaskKind.WORKFLOW, task_queue, start, start_query)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +142,7 @@ def workflow_task_complete(
             request=request,
         )
         # Answered queries leave the run first: the rest ride the next task (or go out as query tasks).
-        queries.attached_answers(execution, request.query_results)
+        workflow_queries.attached_answers(execution, request.query_results)
         return CompletionResult(
             activities=[activity_tasks.started(execution, m, info) for info in done.activities],
             workflow_task=_started(

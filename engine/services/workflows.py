@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, OperationalError, transaction
+from django.db import IntegrityError
 from perdura import clock
 from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import (
@@ -24,8 +24,9 @@ from engine.history.mutation import Mutation, TaskKind
 from engine.history.state import ParentInfo
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
-from engine.services.update import retryable, run_update
-from engine.shards import visibility_index
+from engine.persistence import visibility as visibility_store
+from engine.services import workflow_tasks
+from engine.services.write_path import apply_locked, in_transaction, run_update
 from tenants.models import Namespace
 
 RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
@@ -53,16 +54,17 @@ def _already_started(message: str, request_id: str, run_id: str) -> AlreadyExist
 
 def _terminate_for_new_start(execution: Execution, new_run_id: str) -> None:
     execution = Execution.objects.select_for_update().get(pk=execution.pk)
-    m = Mutation(store.decode_state(execution), clock.now())
-    if not m.state.running:
+    if execution.status != RUNNING:  # the row's status is the state's, as of the last persist
         return
-    lifecycle.terminate(
-        m,
-        reason="TerminateIfRunning WorkflowIdReusePolicy Policy",
-        details=None,
-        identity=f"terminated by {new_run_id}",
+    apply_locked(
+        execution,
+        lambda _e, m: lifecycle.terminate(
+            m,
+            reason="TerminateIfRunning WorkflowIdReusePolicy Policy",
+            details=None,
+            identity=f"terminated by {new_run_id}",
+        ),
     )
-    store.persist(execution, m)
 
 
 def _first_task_backoff(request: StartWorkflowExecutionRequest) -> float:
@@ -116,18 +118,12 @@ def workflow_start(
             "Invalid WorkflowIDReusePolicy: WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING cannot be used together "
             "with a WorkflowIDConflictPolicy."
         )
-    for attempt in range(2):
-        try:
-            with transaction.atomic():
-                return _start_txn(namespace, request, on_running, signal, parent)
-        except IntegrityError:
-            # Another start created the current-run row at the same moment: decide again against it.
-            if attempt:
-                raise
-        except OperationalError as e:
-            if not retryable(e) or attempt:
-                raise
-    raise AssertionError("unreachable")
+    # IntegrityError: another start created the current-run row at the same moment; decide again against it.
+    return in_transaction(
+        lambda: _start_txn(namespace, request, on_running, signal, parent),
+        attempts=2,
+        retry_on=(IntegrityError,),
+    )
 
 
 def _start_txn(
@@ -226,8 +222,6 @@ def _start_txn(
         current.start_request_id = request.request_id
         current.save(update_fields=["run_id", "start_request_id"])
     if eager is not None:
-        from engine.services import workflow_tasks
-
         return StartResult(
             run_id=new_run_id,
             started=True,
@@ -299,9 +293,7 @@ def workflow_terminate(
 def signal_locked(execution: Execution, apply: Callable[[Mutation], None]) -> None:
     """Inside the caller's transaction (signal-with-start holds the current-run row): lock a run and signal it."""
     execution = Execution.objects.select_for_update().get(pk=execution.pk)
-    m = Mutation(store.decode_state(execution), clock.now())
-    apply(m)
-    store.persist(execution, m)
+    apply_locked(execution, lambda _e, m: apply(m))
 
 
 def workflow_delete(*, namespace: Namespace, workflow_id: str, run_id: str) -> None:
@@ -323,9 +315,12 @@ def workflow_delete(*, namespace: Namespace, workflow_id: str, run_id: str) -> N
             )
         except NotFound:
             pass
-    with transaction.atomic():
-        visibility_index.forget_on_commit(execution.pk)
+
+    def delete() -> None:
+        visibility_store.forget_on_commit(execution.pk)
         Execution.objects.filter(pk=execution.pk).delete()
         CurrentRun.objects.filter(
             namespace=namespace, workflow_id=workflow_id, run_id=execution.run_id
         ).delete()
+
+    in_transaction(delete)

@@ -9,11 +9,10 @@ import socket
 
 from perdura import clock
 
-from engine import notify
-from engine.api import dbthreads
+from engine import dbthreads, notify
+from engine.persistence.wakeups import SWEEP_SECONDS
 from engine.shards import budget, timers
 from engine.shards.failure_log import FailureLog
-from engine.shards.wakeups import SWEEP_SECONDS
 
 log = logging.getLogger("perdura.shards")
 failure_log = FailureLog(log)

@@ -32,7 +32,8 @@ from perdura import clock
 
 from engine.history.mutation import TimerKind, TransferKind
 from engine.models import Schedule, Timer, Transfer
-from engine.shards import backoff, leases
+from engine.persistence import leases
+from engine.shards import backoff
 from engine.shards.failure_log import FailureLog
 
 log = logging.getLogger("perdura.shards")

@@ -7,7 +7,6 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from django.db import transaction
 from django.db.models import Min
 from perdura import clock
 
@@ -15,9 +14,9 @@ from engine.history import activity, lifecycle, timer, workflow_task
 from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TimerKind
 from engine.models import Timer
-from engine.persistence import store
-from engine.services import schedules
-from engine.shards import leases, parking, transfers
+from engine.persistence import leases, store
+from engine.services import write_path
+from engine.shards import parking, schedules, transfers
 from engine.shards.budget import Budget
 
 log = logging.getLogger(__name__)
@@ -63,19 +62,19 @@ def kind_name(kind: int) -> str:
 
 def fire(row: Timer, *, shard: int, range_id: int) -> bool:
     """Apply one due timer under the shard's fence. Returns False if the timer was already gone."""
-    with transaction.atomic():
-        leases.check(shard, range_id)
+
+    def body() -> bool:
         execution = store.lock_execution(row.execution_id)
         # Deleting first makes firing idempotent: a second processor finds nothing to delete.
         if execution is None or Timer.objects.filter(pk=row.pk).delete()[0] == 0:
             return False
-        m = Mutation(store.decode_state(execution), clock.now())
         try:
-            _apply(m, row)
+            write_path.apply_locked(execution, lambda _e, m: _apply(m, row))
         except StaleTask:
-            return True
-        store.persist(execution, m)
+            pass  # the run moved past it: the timer row goes, the run stays as it is
         return True
+
+    return write_path.in_transaction(body, shard=shard, range_id=range_id)
 
 
 def _fire_due(shard: int, range_id: int, budget: Budget) -> int:

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from django.db import transaction
 from django.db.models import Min
 from perdura import clock
 from temporalio.api.enums.v1 import (
@@ -34,11 +33,11 @@ from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TransferKind
 from engine.history.state import ParentInfo
 from engine.models import Execution, Transfer
-from engine.persistence import encryption, store
+from engine.persistence import encryption, leases, store
 from engine.schedules.rules import scheduled_by
-from engine.services import schedules, workflows
-from engine.services.update import run_update
-from engine.shards import leases, parking, visibility_index
+from engine.services import workflows, write_path
+from engine.services.write_path import run_update
+from engine.shards import parking, schedules, visibility_index
 from engine.shards.budget import Budget
 from tenants.models import Namespace
 
@@ -48,8 +47,8 @@ BATCH = 100
 
 def _record(row: Transfer, shard: int, range_id: int, apply: Callable[[Mutation], None] | None) -> None:
     """Step two: on the owning run, under the fence, record the outcome and delete the row."""
-    with transaction.atomic():
-        leases.check(shard, range_id)
+
+    def body() -> None:
         if Transfer.objects.filter(pk=row.pk).delete()[0] == 0:
             return  # another processor finished it
         if apply is None:
@@ -57,12 +56,12 @@ def _record(row: Transfer, shard: int, range_id: int, apply: Callable[[Mutation]
         execution = store.lock_execution(row.execution_id)
         if execution is None:
             return
-        m = Mutation(store.decode_state(execution), clock.now())
         try:
-            apply(m)
+            write_path.apply_locked(execution, lambda _e, m: apply(m))
         except StaleTask:
-            return
-        store.persist(execution, m)
+            pass  # the run moved past it: the row goes, the run stays as it is
+
+    write_path.in_transaction(body, shard=shard, range_id=range_id)
 
 
 def _details(row: Transfer, execution: Execution) -> bytes:

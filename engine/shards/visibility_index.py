@@ -23,9 +23,10 @@ from django.db import connection, transaction
 from perdura import clock
 
 from engine.history.mutation import TransferKind
-from engine.models import Execution, Transfer
+from engine.models import Transfer
+from engine.persistence import leases
 from engine.persistence import visibility as visibility_store
-from engine.shards import leases, parking
+from engine.shards import parking
 from engine.shards.budget import Budget
 from visibility import registry
 from visibility.backends import backend
@@ -233,23 +234,6 @@ def process(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
             return handled
         backoff.succeeded()
     return handled
-
-
-def forget_on_commit(execution_id: int) -> None:
-    """Inside the transaction deleting a run: remove its document once that commits (best effort; a
-    `reindex --fresh` drops any document this misses). The delete leaves a tombstone one version above
-    the run's last, so a late write of the run cannot bring the document back."""
-    if not visibility_store.indexed_async():
-        return
-    db_version = Execution.objects.filter(pk=execution_id).values_list("db_version", flat=True).first() or 0
-
-    def delete() -> None:
-        try:
-            backend().delete(str(execution_id), db_version + 1)  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001
-            log.warning("could not remove deleted run %s from OpenSearch", execution_id, exc_info=True)
-
-    transaction.on_commit(delete)
 
 
 # --- rebuilding the index ---------------------------------------------------------------------------

@@ -17,8 +17,10 @@ from temporalio.api.workflowservice.v1 import CreateScheduleRequest
 
 from engine.models import Execution, ShardLease
 from engine.models import Schedule as ScheduleRow
+from engine.persistence import leases
 from engine.services import schedules
-from engine.shards import leases, timers
+from engine.shards import schedules as shard_schedules
+from engine.shards import timers
 from tenants.services.namespaces import namespace_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,9 +66,9 @@ def test_a_worker_whose_lease_was_taken_cannot_tick():
     ShardLease.objects.filter(shard=row.shard).update(expires_at=clock.now() - timedelta(seconds=1))
     new = leases.acquire(row.shard, "worker-b")
     with pytest.raises(leases.LeaseLost):
-        schedules.process_due(row.shard, old)
+        shard_schedules.process_due(row.shard, old)
     assert started_runs(row) == 0
-    assert schedules.process_due(row.shard, new) == 1
+    assert shard_schedules.process_due(row.shard, new) == 1
     assert started_runs(row) == 1
     row.refresh_from_db()
     assert row.next_wakeup_at > clock.now()

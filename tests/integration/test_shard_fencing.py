@@ -21,9 +21,9 @@ from temporalio.api.workflowservice.v1 import (
 
 from engine import tokens
 from engine.models import Execution, ShardLease, Timer
-from engine.persistence import store
+from engine.persistence import leases, store
 from engine.services import workflow_tasks, workflows
-from engine.shards import leases, timers
+from engine.shards import timers
 from tenants.services.namespaces import namespace_register
 
 pytestmark = pytest.mark.django_db(transaction=True)

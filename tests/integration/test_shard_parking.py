@@ -18,8 +18,9 @@ from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 from engine.history.mutation import TimerKind, TransferKind
 from engine.models import Execution, ShardLease, Timer, Transfer
 from engine.models import Schedule as ScheduleRow
-from engine.services import schedules, workflows
-from engine.shards import leases, parking, timers, transfers
+from engine.persistence import leases
+from engine.services import workflows
+from engine.shards import parking, schedules, timers, transfers
 from tenants.services.namespaces import namespace_register
 from tests.integration.test_schedule_shards import due_schedule, started_runs
 from tests.integration.test_shard_fencing import fired_events, run_with_due_timer

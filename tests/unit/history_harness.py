@@ -1,7 +1,7 @@
 """Drive a run through the pure history rules the way the service layer does, with a fixed clock.
 
 Every input is applied to a fresh copy of the state (dump/load, as each transaction decodes the stored
-state), and nothing of it is kept when it raises, exactly like `engine.services.update.run_update`.
+state), and nothing of it is kept when it raises, exactly like `engine.services.write_path.run_update`.
 Each step checks that the events it wrote continue the history densely.
 """
 

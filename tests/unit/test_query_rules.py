@@ -1,9 +1,9 @@
-"""When a run holds queries for its workflow task, and which changes release them (engine.history.queries)."""
+"""When a run holds queries for its workflow task, and which changes release them (engine.history.query_consistency)."""
 
 from __future__ import annotations
 
 from engine.history import lifecycle
-from engine.history.queries import holds_queries, task_attempt
+from engine.history.query_consistency import holds_queries, task_attempt
 from tests.unit.history_harness import Run, complete_workflow, start_request, start_timer
 
 

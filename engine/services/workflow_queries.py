@@ -4,7 +4,7 @@ Nothing here writes history: a query only reads the run (DESIGN.md flows). A que
 run has a workflow task scheduled or running is *consistent*, as in Temporal: it is parked on the run
 and handed out with the next workflow task to start (PollWorkflowTaskQueueResponse.queries), and the
 worker answers it in that task's completion (query_results). If the task ends without a successor,
-the run's next write releases the parked query as a query task (engine.persistence.queries). Requests
+the run's next write releases the parked query as a query task (engine.persistence.query_rows). Requests
 and answers live in Query rows, so the caller waiting for an answer may be served by another process
 than the poller or the completion; wake-ups (query keys) travel like every other.
 """
@@ -30,11 +30,11 @@ from temporalio.api.workflowservice.v1 import RespondQueryTaskCompletedRequest
 
 from engine import notify, validation
 from engine.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
-from engine.history import queries as rules
+from engine.history import query_consistency as rules
 from engine.history.mutation import TaskKind
 from engine.history.state import MutableState
 from engine.models import Execution, Query, Task
-from engine.persistence import queries as rows
+from engine.persistence import query_rows as rows
 from engine.persistence import store
 from tenants.models import Namespace
 

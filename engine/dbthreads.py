@@ -1,4 +1,4 @@
-"""Running Django ORM work from the asyncio gRPC server: a bounded thread pool, connections kept healthy."""
+"""Running Django ORM work from asyncio code (gRPC server, dev shard loop): a bounded pool, healthy connections."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A query task row either waits in a task queue for a workflow poller (a query tas
 *parked* on its run (task queue `PARKED`): held for the run's workflow task, it is handed out with the
 next workflow task to start and answered in that task's completion (Temporal's buffered, consistent
 queries). No poller ever names the empty queue, so a parked row is never claimed on its own. When the
-run no longer holds queries (see `engine.history.queries`), the write that changed that releases its
+run no longer holds queries (see `engine.history.query_consistency`), the write that changed that releases its
 parked rows to a queue, in the same transaction.
 """
 

@@ -1,0 +1,127 @@
+"""The single write path: load, lock, apply a pure transition, persist, in one (optionally fenced) transaction.
+
+Every engine write goes through `in_transaction`, which checks the shard's fence first when it is given
+(DESIGN.md rule 4) and runs the body again after a deadlock or serialisation failure, and every change
+to a run through `apply_locked`, which builds the run's Mutation, applies the rules and persists it with
+a compare-and-swap on the run's version (rule 2). `run_update` and `update_execution` join the two for
+the usual case of one run; the queue claim, timer fires, transfer outcomes, start, reset and delete
+compose them with the rows they claim or create in the same transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+
+from django.db import OperationalError, transaction
+from perdura import clock
+
+from engine.errors import NotFound, Unavailable
+from engine.history.errors import RunClosed
+from engine.history.mutation import Mutation
+from engine.models import Execution
+from engine.persistence import leases, store
+
+T = TypeVar("T")
+_ATTEMPTS = 5
+_RETRYABLE_SQLSTATES = {"40P01", "40001"}  # deadlock detected, serialization failure
+
+
+def retryable(error: OperationalError) -> bool:
+    """A transaction Postgres aborted to break a deadlock (e.g. continue-as-new racing a start): run it again."""
+    return getattr(error.__cause__, "sqlstate", None) in _RETRYABLE_SQLSTATES
+
+
+def in_transaction(
+    body: Callable[[], T],
+    *,
+    shard: int | None = None,
+    range_id: int | None = None,
+    attempts: int = 1,
+    retry_on: tuple[type[Exception], ...] = (),
+) -> T:
+    """Run `body` in one transaction, fenced on (`shard`, `range_id`) when given; retried up to `attempts`
+    times in all after a deadlock or serialisation failure, or an error of `retry_on`.
+
+    Raises:
+        leases.LeaseLost: the shard's lease moved on; nothing was written.
+    """
+    for attempt in range(attempts):
+        last = attempt == attempts - 1
+        try:
+            with transaction.atomic():
+                if shard is not None:
+                    assert range_id is not None
+                    leases.check(shard, range_id)
+                return body()
+        except OperationalError as e:
+            if last or not retryable(e):
+                raise
+        except retry_on:
+            if last:
+                raise
+    raise AssertionError("unreachable")
+
+
+def apply_locked(
+    execution: Execution, apply: Callable[[Execution, Mutation], T], *, now: datetime | None = None
+) -> T:
+    """Inside `in_transaction`, on a run the caller locked: apply `apply` and persist what it implied.
+
+    `apply` is pure apart from its Mutation; if it raises, nothing of the run is written.
+    """
+    m = Mutation(store.decode_state(execution), now or clock.now())
+    result = apply(execution, m)
+    store.persist(execution, m)
+    return result
+
+
+def run_update(
+    *,
+    namespace_id: uuid.UUID,
+    workflow_id: str,
+    run_id: str,
+    apply: Callable[[Execution, Mutation], T],
+    shard: int | None = None,
+    range_id: int | None = None,
+) -> T:
+    """Apply `apply` to the run's state and persist everything it implied, atomically (fenced on
+    (`shard`, `range_id`) when given). A concurrent change or a deadlock runs it again.
+
+    Raises:
+        NotFound: no such run, or (RunClosed) the run is closed.
+    """
+
+    def body() -> T:
+        return apply_locked(store.find_execution(namespace_id, workflow_id, run_id, lock=True), apply)
+
+    try:
+        return in_transaction(
+            body, shard=shard, range_id=range_id, attempts=_ATTEMPTS, retry_on=(Unavailable,)
+        )
+    except RunClosed as e:
+        raise NotFound(str(e)) from None
+
+
+def update_execution(
+    execution_pk: int,
+    apply: Callable[[Execution, Mutation], T],
+    *,
+    shard: int | None = None,
+    range_id: int | None = None,
+) -> T:
+    """Like run_update, for a run known by its row id (timers, task claims), without retries.
+
+    Raises:
+        Execution.DoesNotExist: the run is gone.
+    """
+
+    def body() -> T:
+        execution = store.lock_execution(execution_pk)
+        if execution is None:
+            raise Execution.DoesNotExist(execution_pk)
+        return apply_locked(execution, apply)
+
+    return in_transaction(body, shard=shard, range_id=range_id)
