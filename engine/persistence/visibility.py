@@ -20,9 +20,9 @@ from engine.history.state import MutableState
 from engine.models import Execution
 from engine.persistence import encryption
 from visibility import registry
+from visibility.backends import backend
 from visibility.backends.base import Record
 from visibility.backends.sql import records
-from visibility.backends import backend
 from visibility.search_attributes import stored_values, to_micros
 
 log = logging.getLogger(__name__)
