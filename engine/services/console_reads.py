@@ -38,13 +38,13 @@ def run_view(*, namespace_id: uuid.UUID, workflow_id: str, run_id: str) -> RunVi
     Raises:
         NotFound: no such run in the namespace.
     """
-    from engine.api.servicer import _describe_execution
+    from engine.api.convert import describe_execution
 
     snapshot = reads.run_snapshot(namespace_id=namespace_id, workflow_id=workflow_id, run_id=run_id)
     started = next(store.history_events(snapshot.execution, first_event_id=1, last_event_id=1), None)
     return RunView(
         execution=snapshot.execution,
-        describe=_describe_execution(snapshot),
+        describe=describe_execution(snapshot),
         started=started,
         closed=reads.close_event(snapshot.execution),
     )
@@ -110,7 +110,7 @@ def run_list_page(
     Raises:
         QueryError: a bad filter or page token.
     """
-    from engine.api.visibility import execution_info
+    from engine.api.convert import execution_info
 
     records, token = selectors.execution_list(
         namespace_id=namespace_id, query=query, page_size=page_size, page_token=page_token
