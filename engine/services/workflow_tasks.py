@@ -130,7 +130,9 @@ def workflow_task_complete(
 
     Raises:
         NotFound: the token names no started workflow task (stale, replayed or the run closed).
-        InvalidArgument: a command was invalid; the task was failed with its cause.
+        InvalidArgument: a command was invalid (bad search attributes among them); the task was failed
+            with its cause.
+        Unavailable: the visibility backend could not check the commands' search attributes.
     """
     try:
         search_attributes.commands_check(namespace=namespace, commands=request.commands)
