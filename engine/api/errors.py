@@ -88,3 +88,14 @@ def rpc(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         raise AssertionError("unreachable")
 
     return wrapper
+
+
+def handler(fn: Callable[[Any, grpc.aio.ServicerContext], Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """A servicer method that answers with `fn(request, context)`, its errors mapped as `rpc` maps them."""
+
+    async def method(self: Any, request: Any, context: grpc.aio.ServicerContext) -> T:
+        return await fn(request, context)
+
+    method.__name__ = fn.__name__
+    method.__qualname__ = fn.__qualname__
+    return rpc(method)

@@ -13,9 +13,8 @@ from engine import dbthreads
 from engine.api import errors
 from engine.api.auth import AuthInterceptor
 from engine.api.edge import EdgeInterceptor
-from engine.api.operator import OperatorService
 from engine.api.ratelimits import NamespaceLimits, RateLimitInterceptor, ShedInterceptor
-from engine.api.servicer import WorkflowService
+from engine.api.servicer import OperatorService, WorkflowService
 
 log = logging.getLogger("perdura.api")
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024

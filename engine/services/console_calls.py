@@ -1,6 +1,6 @@
 """Queries and updates asked from the web console: sent to the run's worker, answered or timed out.
 
-The same services as QueryWorkflow and UpdateWorkflowExecution (engine.services.queries and
+The same services as QueryWorkflow and UpdateWorkflowExecution (engine.services.workflow_queries and
 .updates) with a bounded wait for the worker. These are coroutines: a web process serves every page's
 synchronous views on one thread, which a wait of seconds must not hold. The wait re-reads the row on
 every in-process wake-up (engine.notify: `perdura dev`) and at least every RECHECK_SECONDS (a
@@ -27,8 +27,9 @@ from temporalio.api.workflowservice.v1 import RespondQueryTaskCompletedRequest
 from engine import notify, validation
 from engine.errors import DeadlineExceeded, InvalidArgument
 from engine.history import updates as update_rules
-from engine.persistence import queries as parked_queries
-from engine.services import queries, updates
+from engine.persistence import query_rows as parked_queries
+from engine.services import updates
+from engine.services import workflow_queries as queries
 from tenants.models import Namespace
 
 RECHECK_SECONDS = 0.25

@@ -1,8 +1,8 @@
 """Reads for the web console: a run as DescribeWorkflowExecution shows it, its history by pages, and the
 list page's rows as ListWorkflowExecutions returns them.
 
-The console shows what the gRPC API answers, so it reuses the API's own converters instead of a second
-rendering of the same state; these functions are synchronous (Django views call them directly).
+The console shows what the gRPC API answers, so it uses the same descriptions (run_descriptions.py)
+instead of a second rendering of the same state; these functions are synchronous (Django views call them directly).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from engine.errors import NotFound
 from engine.models import CurrentRun, Execution, HistoryBatch
 from engine.persistence import encryption, store
 from engine.services import reads
+from engine.services.run_descriptions import describe_execution, execution_info
 from visibility import registry, selectors
 
 
@@ -41,13 +42,12 @@ def run_view(*, namespace_id: uuid.UUID, workflow_id: str, run_id: str) -> RunVi
     Raises:
         NotFound: no such run in the namespace.
     """
-    from engine.api.servicer import _describe_execution
 
     snapshot = reads.run_snapshot(namespace_id=namespace_id, workflow_id=workflow_id, run_id=run_id)
     started = next(store.history_events(snapshot.execution, first_event_id=1, last_event_id=1), None)
     return RunView(
         execution=snapshot.execution,
-        describe=_describe_execution(snapshot),
+        describe=describe_execution(snapshot),
         started=started,
         closed=reads.close_event(snapshot.execution),
     )
@@ -113,7 +113,6 @@ def run_list_page(
     Raises:
         QueryError: a bad filter or page token.
     """
-    from engine.api.visibility import execution_info
 
     records, token = selectors.execution_list(
         namespace_id=namespace_id, query=query, page_size=page_size, page_token=page_token

@@ -20,7 +20,7 @@ from engine.history.state import WorkflowTaskInfo
 from engine.matching import queue
 from engine.models import Execution, Task
 from engine.persistence import query_rows
-from engine.services import activity_tasks, task_claims, workflow_queries
+from engine.services import activity_tasks, search_attributes, task_claims, workflow_queries
 from engine.services.write_path import run_update, update_execution
 from engine.tokens import TaskToken
 from tenants.models import Namespace
@@ -130,8 +130,23 @@ def workflow_task_complete(
 
     Raises:
         NotFound: the token names no started workflow task (stale, replayed or the run closed).
-        InvalidArgument: a command was invalid; the task was failed with its cause.
+        InvalidArgument: a command was invalid (bad search attributes among them); the task was failed
+            with its cause.
+        Unavailable: the visibility backend could not check the commands' search attributes.
     """
+    try:
+        search_attributes.commands_check(namespace=namespace, commands=request.commands)
+    except InvalidArgument as e:
+        # As Temporal: the task fails with cause BadSearchAttributes, and the worker retries it.
+        workflow_task_fail(
+            namespace=namespace,
+            token=token,
+            cause=WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SEARCH_ATTRIBUTES,
+            failure=Failure(message=e.message),
+            identity=request.identity,
+            binary_checksum=request.binary_checksum,
+        )
+        raise
 
     def apply(execution: Execution, m: Mutation) -> CompletionResult:
         done = completion.complete(

@@ -11,7 +11,7 @@ from pathlib import Path
 from django.urls import URLPattern, URLResolver, get_resolver
 from temporalio.api.workflowservice.v1 import service_pb2 as workflow_service
 
-from engine.api import methods, operator, servicer
+from engine.api import methods, servicer
 from tenants.roles import Access
 from tests.e2e import test_audit_actions as e2e
 from tests.integration import test_audit_actions as rest
@@ -170,6 +170,6 @@ def test_every_implemented_write_method_is_audited_unless_a_worker_call():
     }
     assert unaudited_writes == WORKER_CALLS
     for name, rule in methods.OPERATOR_METHODS.items():
-        handler = getattr(operator.OperatorService, name, None)
+        handler = getattr(servicer.OperatorService, name, None)
         if rule.access is not Access.READ and "_unimplemented" not in getattr(handler, "__qualname__", ""):
             assert rule.audit is not methods.Audit.NONE, name

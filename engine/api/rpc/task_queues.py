@@ -1,9 +1,11 @@
-"""Task queues over gRPC: DescribeTaskQueue (pollers and backlog), and noting the pollers of every poll."""
+"""Task queues over gRPC: DescribeTaskQueue (pollers and backlog), ShutdownWorker, and noting the pollers of
+every poll."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+import grpc
 from google.protobuf.duration_pb2 import Duration
 from perdura import clock
 from temporalio.api.enums.v1 import (
@@ -22,10 +24,12 @@ from temporalio.api.taskqueue.v1 import (
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
 from engine import dbthreads, validation
-from engine.api.convert import ts
+from engine.api.rpc import resolve
 from engine.errors import InvalidArgument
 from engine.history.mutation import TaskKind
 from engine.matching import pollers, queue
+from engine.proto_values import ts
+from engine.services import workflow_tasks
 from tenants.models import Namespace
 
 WORKFLOW = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
@@ -52,8 +56,21 @@ def poller_seen(namespace: Namespace, queue_type: int, request) -> None:  # type
     pollers.store().seen(pollers.QueueKey(str(namespace.id), request.task_queue.name, queue_type), info)
 
 
-async def pollers_gone(namespace: Namespace, request: rr.ShutdownWorkerRequest) -> None:
-    """ShutdownWorker: its worker stops polling, so describe stops listing it at once (as Temporal)."""
+async def shutdown_worker(
+    request: rr.ShutdownWorkerRequest, context: grpc.aio.ServicerContext
+) -> rr.ShutdownWorkerResponse:
+    """A worker stops polling: describe stops listing it at once (as Temporal), and its sticky queue's
+    runs go back to their normal queue."""
+    namespace = await resolve.namespace(request.namespace)
+    await _pollers_gone(namespace, request)
+    if request.sticky_task_queue:
+        await dbthreads.run(
+            workflow_tasks.sticky_queue_shutdown, namespace=namespace, sticky_queue=request.sticky_task_queue
+        )
+    return rr.ShutdownWorkerResponse()
+
+
+async def _pollers_gone(namespace: Namespace, request: rr.ShutdownWorkerRequest) -> None:
     if not request.identity:
         return
     keys = []
@@ -95,7 +112,7 @@ def _stats(namespace: Namespace, task_queue: str, queue_type: int) -> TaskQueueS
 
 
 async def describe_task_queue(
-    namespace: Namespace, request: rr.DescribeTaskQueueRequest
+    request: rr.DescribeTaskQueueRequest, context: grpc.aio.ServicerContext
 ) -> rr.DescribeTaskQueueResponse:
     """DescribeTaskQueue, as Temporal answers it for an unversioned queue without partitions.
 
@@ -108,6 +125,7 @@ async def describe_task_queue(
         InvalidArgument: no task queue, an empty or too long name, enhanced mode on a sticky queue.
         Unavailable: the poller registry cannot be read.
     """
+    namespace = await resolve.namespace(request.namespace)
     _validate(request)
     name = request.task_queue.name
     namespace_id = str(namespace.id)

@@ -1,0 +1,22 @@
+"""The RPCs Perdura lacks: each answers UNIMPLEMENTED with its own name, not grpc's generic text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+
+def _unimplemented(name: str):  # type: ignore[no-untyped-def]
+    async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"Perdura does not implement {name} yet.")
+
+    handler.__name__ = name
+    return handler
+
+
+def fill(servicer: type, base: type) -> None:
+    """Give `servicer` an UNIMPLEMENTED handler for every method of the generated `base` it does not define."""
+    for name, value in vars(base).items():
+        if callable(value) and not name.startswith("_") and name not in vars(servicer):
+            setattr(servicer, name, _unimplemented(name))

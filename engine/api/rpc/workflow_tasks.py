@@ -1,0 +1,121 @@
+"""Workflow tasks for workers: poll (a workflow task or a query task), complete, fail, reset the sticky queue."""
+
+from __future__ import annotations
+
+import uuid
+
+import grpc
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
+
+from engine import dbthreads, validation
+from engine.api import convert
+from engine.api.rpc import resolve, task_queues, waits
+from engine.history.mutation import TaskKind
+from engine.models import Execution
+from engine.persistence import store
+from engine.services import workflow_queries as queries
+from engine.services import workflow_tasks
+from tenants.models import Namespace
+
+
+async def poll_workflow_task_queue(
+    request: rr.PollWorkflowTaskQueueRequest, context: grpc.aio.ServicerContext
+) -> rr.PollWorkflowTaskQueueResponse:
+    namespace = await resolve.namespace(request.namespace)
+    validation.require_task_queue(request.task_queue.name)
+    task_queues.poller_seen(namespace, task_queues.WORKFLOW, request)
+    request_id = str(uuid.uuid4())
+    started = await waits.long_poll(
+        context,
+        namespace,
+        TaskKind.WORKFLOW,
+        request.task_queue.name,
+        lambda: workflow_tasks.poll_once(
+            namespace=namespace,
+            task_queue=request.task_queue.name,
+            identity=request.identity,
+            request_id=request_id,
+            build_id=request.worker_version_capabilities.build_id,
+        ),
+    )
+    if started is None:
+        return rr.PollWorkflowTaskQueueResponse()
+    if isinstance(started, queries.StartedQuery):
+        return await _query_task_response(namespace, started)
+    return await workflow_task_response(namespace, started)
+
+
+async def workflow_task_response(
+    namespace: Namespace, started: workflow_tasks.StartedWorkflowTask
+) -> rr.PollWorkflowTaskQueueResponse:
+    """A started workflow task with its history, read after the claim committed."""
+    events = await _history(started.execution, started.first_event_id, started.last_stored_event_id)
+    return convert.workflow_task_response(namespace, started, events)
+
+
+async def _query_task_response(
+    namespace: Namespace, started: queries.StartedQuery
+) -> rr.PollWorkflowTaskQueueResponse:
+    events = await _history(started.execution, started.first_event_id, started.state.next_event_id - 1)
+    return convert.query_task_response(namespace, started, events)
+
+
+async def _history(execution: Execution, first_event_id: int, last_event_id: int) -> list[HistoryEvent]:
+    return await dbthreads.run(
+        lambda: list(
+            store.history_events(execution, first_event_id=first_event_id, last_event_id=last_event_id)
+        )
+    )
+
+
+async def respond_workflow_task_completed(
+    request: rr.RespondWorkflowTaskCompletedRequest, context: grpc.aio.ServicerContext
+) -> rr.RespondWorkflowTaskCompletedResponse:
+    namespace = await resolve.namespace(request.namespace)
+    token = resolve.task_token(namespace, request.task_token)
+    validation.command_sequence(request.commands)
+    for command in request.commands:
+        validation.command_payloads(command)
+    result = await dbthreads.run(
+        workflow_tasks.workflow_task_complete, namespace=namespace, token=token, request=request
+    )
+    response = rr.RespondWorkflowTaskCompletedResponse(
+        activity_tasks=[convert.activity_task_response(namespace, a) for a in result.activities],
+        reset_history_event_id=result.reset_history_event_id,
+    )
+    if result.workflow_task is not None:
+        response.workflow_task.CopyFrom(await workflow_task_response(namespace, result.workflow_task))
+    return response
+
+
+async def respond_workflow_task_failed(
+    request: rr.RespondWorkflowTaskFailedRequest, context: grpc.aio.ServicerContext
+) -> rr.RespondWorkflowTaskFailedResponse:
+    namespace = await resolve.namespace(request.namespace)
+    token = resolve.task_token(namespace, request.task_token)
+    await dbthreads.run(
+        workflow_tasks.workflow_task_fail,
+        namespace=namespace,
+        token=token,
+        cause=request.cause,
+        failure=request.failure if request.HasField("failure") else None,
+        identity=request.identity,
+        binary_checksum=request.binary_checksum,
+    )
+    return rr.RespondWorkflowTaskFailedResponse()
+
+
+async def reset_sticky_task_queue(
+    request: rr.ResetStickyTaskQueueRequest, context: grpc.aio.ServicerContext
+) -> rr.ResetStickyTaskQueueResponse:
+    namespace = await resolve.namespace(request.namespace)
+    validation.require_id(request.execution.workflow_id, "WorkflowId")
+    validation.run_id(request.execution.run_id)
+    await dbthreads.run(
+        workflow_tasks.sticky_reset,
+        namespace=namespace,
+        workflow_id=request.execution.workflow_id,
+        run_id=request.execution.run_id,
+    )
+    return rr.ResetStickyTaskQueueResponse()
