@@ -16,7 +16,7 @@ from temporalio.api.enums.v1 import (
 from temporalio.api.history.v1 import HistoryEvent, WorkflowExecutionUpdateAcceptedEventAttributes
 from temporalio.api.update.v1 import Input, Meta, Request
 
-from engine.history import reset, updates
+from engine.history import rebuild, reset, updates
 from engine.history.errors import ResetRejected
 from engine.history.events import new_event
 from engine.history.mutation import TaskKind, TimerKind
@@ -65,7 +65,7 @@ def busy_run() -> Run:
 def test_rebuild_gives_the_state_the_live_rules_built():
     run = busy_run()
     live = run.state
-    rebuilt = reset.rebuild(
+    rebuilt = rebuild.rebuild(
         run.history, namespace_id=NAMESPACE_ID, namespace="default", run_id=NEW_RUN, now=at(100)
     )
     assert rebuilt.next_event_id == live.next_event_id
@@ -213,6 +213,6 @@ def test_point_must_end_a_workflow_task():
 
 def test_rebuild_needs_the_start_event():
     with pytest.raises(ResetRejected):
-        reset.rebuild(
+        rebuild.rebuild(
             [HistoryEvent(event_id=2)], namespace_id=NAMESPACE_ID, namespace="d", run_id=NEW_RUN, now=at(0)
         )
