@@ -148,7 +148,7 @@ def _continue_as_new(m: Mutation, command: Command, ctx: _Context) -> None:
         m,
         completed_event_id=ctx.completed_event_id,
         attrs=command.continue_as_new_workflow_execution_command_attributes,
-        new_run_id=m.new_run_id(),
+        new_run_id=m.ids.run_id(),
     )
 
 

@@ -30,6 +30,7 @@ from engine.history.errors import ResetRejected
 from engine.history.events import attributes, new_event
 from engine.history.mutation import Mutation, TimerKind, TransferKind
 from engine.history.rebuild import apply_event, rebuild
+from engine.history.sources import IdSource
 
 RESETTER_IDENTITY = "history-resetter"
 """Who terminates the run a reset replaces (Temporal's consts.IdentityResetter)."""
@@ -66,6 +67,7 @@ def reset_run(
     request_id: str,
     excluded: set[int],
     now: datetime,
+    ids: IdSource,
 ) -> Mutation:
     """The new run's first mutation.
 
@@ -83,7 +85,7 @@ def reset_run(
         )
     if state.children:
         raise ResetRejected("WorkflowResetter encountered pending child workflows.")
-    m = Mutation(state, now)
+    m = Mutation(state, now, ids)
     m.events = list(base_events)
     if not wft.started_event_id:
         wft.identity = workflow_task.HISTORY_SERVICE_IDENTITY

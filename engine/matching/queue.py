@@ -11,6 +11,7 @@ from typing import TypeVar
 from django.db import connection, transaction
 from perdura import clock
 
+from engine import ids
 from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TaskKind
 from engine.models import Execution, Task
@@ -76,7 +77,7 @@ def claim(
             if execution is None:
                 _delete(task)
                 continue
-            m = Mutation(store.decode_state(execution), now)
+            m = Mutation(store.decode_state(execution), now, ids.SYSTEM)
             try:
                 result = start(execution, m, task)
             except StaleTask:

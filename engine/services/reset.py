@@ -55,7 +55,7 @@ def _reset_txn(namespace: Namespace, request: ResetWorkflowExecutionRequest) -> 
     now = clock.now()
     running = store.find_execution(namespace.id, workflow_id, current.run_id, lock=True)
     if running.status == RUNNING:
-        m = Mutation(store.decode_state(running), now)
+        m = Mutation(store.decode_state(running), now, ids.SYSTEM)
         lifecycle.terminate(m, reason=request.reason, details=None, identity=reset.RESETTER_IDENTITY)
         store.persist(running, m)
     base_events = list(store.history_events(base, last_event_id=request.workflow_task_finish_event_id - 1))
@@ -72,6 +72,7 @@ def _reset_txn(namespace: Namespace, request: ResetWorkflowExecutionRequest) -> 
         request_id=request.request_id,
         excluded=reset.exclusions(request.reset_reapply_type, list(request.reset_reapply_exclude_types)),
         now=now,
+        ids=ids.SYSTEM,
     )
     store.insert(namespace.id, base.shard, m)
     current.run_id = new_run_id

@@ -9,6 +9,7 @@ from typing import TypeVar
 from django.db import OperationalError, transaction
 from perdura import clock
 
+from engine import ids
 from engine.errors import NotFound, Unavailable
 from engine.history.errors import RunClosed
 from engine.history.mutation import Mutation
@@ -43,7 +44,7 @@ def run_update(
         try:
             with transaction.atomic():
                 execution = store.find_execution(namespace_id, workflow_id, run_id, lock=True)
-                m = Mutation(store.decode_state(execution), clock.now())
+                m = Mutation(store.decode_state(execution), clock.now(), ids.SYSTEM)
                 result = apply(execution, m)
                 store.persist(execution, m)
                 return result
@@ -64,7 +65,7 @@ def update_execution(execution_pk: int, apply: Callable[[Execution, Mutation], T
         execution = store.lock_execution(execution_pk)
         if execution is None:
             raise Execution.DoesNotExist(execution_pk)
-        m = Mutation(store.decode_state(execution), clock.now())
+        m = Mutation(store.decode_state(execution), clock.now(), ids.SYSTEM)
         result = apply(execution, m)
         store.persist(execution, m)
         return result

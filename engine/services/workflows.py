@@ -53,7 +53,7 @@ def _already_started(message: str, request_id: str, run_id: str) -> AlreadyExist
 
 def _terminate_for_new_start(execution: Execution, new_run_id: str) -> None:
     execution = Execution.objects.select_for_update().get(pk=execution.pk)
-    m = Mutation(store.decode_state(execution), clock.now())
+    m = Mutation(store.decode_state(execution), clock.now(), ids.SYSTEM)
     if not m.state.running:
         return
     lifecycle.terminate(
@@ -194,6 +194,7 @@ def _start_txn(
         run_id=new_run_id,
         request=request,
         now=clock.now(),
+        ids=ids.SYSTEM,
         schedule_first_task=signal is None,
         parent=parent,
         first_task_backoff=_first_task_backoff(request),
@@ -299,7 +300,7 @@ def workflow_terminate(
 def signal_locked(execution: Execution, apply: Callable[[Mutation], None]) -> None:
     """Inside the caller's transaction (signal-with-start holds the current-run row): lock a run and signal it."""
     execution = Execution.objects.select_for_update().get(pk=execution.pk)
-    m = Mutation(store.decode_state(execution), clock.now())
+    m = Mutation(store.decode_state(execution), clock.now(), ids.SYSTEM)
     apply(m)
     store.persist(execution, m)
 

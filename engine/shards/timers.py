@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Min
 from perdura import clock
 
+from engine import ids
 from engine.history import due_timers
 from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TimerKind
@@ -52,7 +53,7 @@ def fire(row: Timer, *, shard: int, range_id: int) -> bool:
         # Deleting first makes firing idempotent: a second processor finds nothing to delete.
         if execution is None or Timer.objects.filter(pk=row.pk).delete()[0] == 0:
             return False
-        m = Mutation(store.decode_state(execution), clock.now())
+        m = Mutation(store.decode_state(execution), clock.now(), ids.SYSTEM)
         try:
             _apply(m, row)
         except StaleTask:

@@ -28,6 +28,7 @@ from temporalio.api.history.v1 import (
 )
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
+from engine import ids
 from engine.errors import AlreadyExists, NotFound
 from engine.history import children, lifecycle
 from engine.history.errors import StaleTask
@@ -57,7 +58,7 @@ def _record(row: Transfer, shard: int, range_id: int, apply: Callable[[Mutation]
         execution = store.lock_execution(row.execution_id)
         if execution is None:
             return
-        m = Mutation(store.decode_state(execution), clock.now())
+        m = Mutation(store.decode_state(execution), clock.now(), ids.SYSTEM)
         try:
             apply(m)
         except StaleTask:

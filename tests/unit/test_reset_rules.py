@@ -22,6 +22,7 @@ from engine.history.events import new_event
 from engine.history.mutation import TaskKind, TimerKind
 from tests.unit.history_harness import (
     NAMESPACE_ID,
+    CountingIds,
     Run,
     at,
     payloads,
@@ -118,6 +119,7 @@ def test_reset_run_fails_the_task_reapplies_and_takes_over_pending_work():
         reason="bad deploy",
         request_id="reset-1",
         excluded=set(),
+        ids=CountingIds(),
         now=at(100),
     )
     assert m.events[: point - 1] == run.history[: point - 1]
@@ -170,6 +172,7 @@ def test_reset_excluding_signals_and_updates_reapplies_nothing():
         reason="r",
         request_id="reset-2",
         excluded=reset.exclusions(ResetReapplyType.RESET_REAPPLY_TYPE_NONE, []),
+        ids=CountingIds(),
         now=at(100),
     )
     assert types(m.events[3:]) == ["WORKFLOW_TASK_FAILED", "WORKFLOW_TASK_SCHEDULED"]
@@ -207,6 +210,7 @@ def test_point_must_end_a_workflow_task():
             reason="r",
             request_id="x",
             excluded=set(),
+            ids=CountingIds(),
             now=at(100),
         )
 

@@ -124,6 +124,7 @@ def retry_decision(m: Mutation, failure: Failure) -> retry.RetryDecision | None:
         attempt=state.attempt,
         failure=failure,
         now=m.now,
+        ids=m.ids,
         expiration=state.execution_expiration,
     )
 

@@ -73,7 +73,7 @@ def run_timeout(m: Mutation) -> None:
         )
     retrying = decision is not None and decision.retry
     cron_next = not retrying and not expired and bool(cron_schedule(state))
-    new_run_id = m.new_run_id() if retrying or cron_next else ""
+    new_run_id = m.ids.run_id() if retrying or cron_next else ""
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TIMED_OUT,
@@ -93,7 +93,7 @@ def run_timeout(m: Mutation) -> None:
 def complete(
     m: Mutation, *, completed_event_id: int, attrs: CompleteWorkflowExecutionCommandAttributes
 ) -> None:
-    new_run_id = m.new_run_id() if cron_schedule(m.state) else ""
+    new_run_id = m.ids.run_id() if cron_schedule(m.state) else ""
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED,
@@ -116,7 +116,7 @@ def fail(m: Mutation, *, completed_event_id: int, attrs: FailWorkflowExecutionCo
     decision = retry_decision(m, attrs.failure)
     retrying = decision is not None and decision.retry
     cron_next = not retrying and bool(cron_schedule(m.state))
-    new_run_id = m.new_run_id() if retrying or cron_next else ""
+    new_run_id = m.ids.run_id() if retrying or cron_next else ""
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_FAILED,

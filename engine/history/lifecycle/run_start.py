@@ -16,6 +16,7 @@ from engine.history import workflow_task
 from engine.history.errors import StaleTask
 from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TimerKind
+from engine.history.sources import IdSource
 from engine.history.state import MutableState, ParentInfo
 
 DEFAULT_WORKFLOW_TASK_TIMEOUT = 10.0
@@ -65,6 +66,7 @@ def start(
     run_id: str,
     request: StartWorkflowExecutionRequest,
     now: datetime,
+    ids: IdSource,
     schedule_first_task: bool = True,
     continuation: Continuation | None = None,
     first_task_backoff: float = 0.0,
@@ -111,7 +113,7 @@ def start(
         awaiting_backoff=first_task_backoff > 0,
         parent=parent,
     )
-    m = Mutation(state, now)
+    m = Mutation(state, now, ids)
     attrs = WorkflowExecutionStartedEventAttributes(
         workflow_type=request.workflow_type,
         task_queue=TaskQueue(name=request.task_queue.name, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
