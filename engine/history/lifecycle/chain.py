@@ -124,7 +124,6 @@ def retry_decision(m: Mutation, failure: Failure) -> retry.RetryDecision | None:
         attempt=state.attempt,
         failure=failure,
         now=m.now,
-        ids=m.ids,
         expiration=state.execution_expiration,
     )
 
@@ -234,6 +233,7 @@ def _start_continuation(
         run_id=request.request_id,
         request=request,
         now=m.now,
+        ids=m.ids,
         continuation=Continuation(
             previous_run_id=state.run_id,
             first_run_id=state.first_run_id,
