@@ -20,3 +20,16 @@ def new_run_id() -> str:
 def shard_for(namespace_id: uuid.UUID | str, workflow_id: str, shards: int) -> int:
     """The shard of a workflow id: stable for the life of an installation (N is fixed at install)."""
     return zlib.crc32(f"{namespace_id}/{workflow_id}".encode()) % shards
+
+
+class SystemIds:
+    """The ids the history rules are given in production (engine.history.sources.IdSource)."""
+
+    def run_id(self) -> str:
+        return new_run_id()
+
+    def request_id(self) -> str:
+        return str(uuid.uuid4())
+
+
+SYSTEM = SystemIds()

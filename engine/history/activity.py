@@ -24,6 +24,7 @@ from engine.errors import InvalidArgument
 from engine.history import limits, retry, workflow_task
 from engine.history.errors import CommandFailure, RunClosed, StaleTask
 from engine.history.events import duration, new_event, seconds, string_payloads
+from engine.history.machines import ActivityState, transition
 from engine.history.mutation import Mutation, TaskKind, TimerKind
 from engine.history.state import ActivityInfo
 
@@ -210,7 +211,7 @@ def pending(m: Mutation, scheduled_event_id: int, attempt: int) -> ActivityInfo:
     if not m.state.running:
         raise RunClosed("workflow execution already completed")
     info = m.state.activities.get(scheduled_event_id)
-    if info is None or info.attempt != attempt or info.started_time is None:
+    if info is None or info.attempt != attempt or info.state is not ActivityState.STARTED:
         raise StaleTask("activity task not found")
     return info
 
@@ -231,15 +232,16 @@ def start(
     from before the attempt was paused, moved to another queue or rescheduled is stale.
     """
     info = m.state.activities.get(scheduled_event_id) if m.state.running else None
-    if info is None or info.attempt != attempt or info.started_time is not None or info.paused:
+    if info is None or info.attempt != attempt or info.state is not ActivityState.SCHEDULED or info.paused:
         raise StaleTask("activity task not found")
     if task_queue is not None and task_queue != info.task_queue:
         raise StaleTask("activity task was moved to another task queue")
     if visible_at is not None and visible_at < (info.task_visible_at or info.attempt_scheduled_time):
         raise StaleTask("activity task was rescheduled")
-    info.started_time = m.now
-    info.started_identity = identity
-    info.started_request_id = request_id
+    with transition(info, {ActivityState.SCHEDULED}, ActivityState.STARTED):
+        info.started_time = m.now
+        info.started_identity = identity
+        info.started_request_id = request_id
     m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, scheduled_event_id, attempt)  # this attempt's schedule-to-start
     m.timer(
         TimerKind.ACTIVITY_TIMEOUT,
@@ -301,7 +303,8 @@ def _started_event(m: Mutation, info: ActivityInfo) -> int:
 
 
 def _close(m: Mutation, info: ActivityInfo) -> None:
-    del m.state.activities[info.scheduled_event_id]
+    with transition(info, {ActivityState.SCHEDULED, ActivityState.STARTED}, ActivityState.CLOSED):
+        del m.state.activities[info.scheduled_event_id]
     m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, info.scheduled_event_id)
     workflow_task.schedule(m)
 
@@ -369,12 +372,13 @@ def _retry(m: Mutation, info: ActivityInfo, failure: Failure) -> int:
 
 
 def _next_attempt(info: ActivityInfo, failure: Failure) -> None:
-    info.attempt += 1
-    info.started_time = None
-    info.last_worker_identity = info.started_identity
-    info.started_identity = ""
-    info.started_request_id = ""
-    info.last_failure = failure.SerializeToString()
+    with transition(info, {ActivityState.SCHEDULED, ActivityState.STARTED}, ActivityState.SCHEDULED):
+        info.attempt += 1
+        info.started_time = None
+        info.last_worker_identity = info.started_identity
+        info.started_identity = ""
+        info.started_request_id = ""
+        info.last_failure = failure.SerializeToString()
 
 
 def fail(
@@ -469,7 +473,7 @@ def request_cancel(m: Mutation, *, completed_event_id: int, scheduled_event_id: 
     )
     info.cancel_requested = True
     info.cancel_requested_event_id = event.event_id
-    if info.started_time is not None:
+    if info.state is ActivityState.STARTED:
         return False
     # Not running anywhere: it is cancelled right away and the workflow gets a task to see it.
     m.add(
@@ -483,7 +487,8 @@ def request_cancel(m: Mutation, *, completed_event_id: int, scheduled_event_id: 
             )
         )
     )
-    del m.state.activities[scheduled_event_id]
+    with transition(info, {ActivityState.SCHEDULED}, ActivityState.CLOSED):
+        del m.state.activities[scheduled_event_id]
     m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, scheduled_event_id)
     return True
 
@@ -493,7 +498,7 @@ def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int, timeout_type
     info = m.state.activities.get(scheduled_event_id) if m.state.running else None
     if info is None or (attempt and attempt != info.attempt) or info.paused:
         raise StaleTask("activity timer is stale")  # a paused activity's timeouts are armed again on unpause
-    started = info.started_time is not None
+    started = info.state is ActivityState.STARTED
     if timeout_type == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START and started:
         raise StaleTask("activity already started")
     if (

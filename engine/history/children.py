@@ -36,6 +36,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from engine.history import limits, workflow_task
 from engine.history.errors import CommandFailure, StaleTask
 from engine.history.events import duration, new_event, seconds
+from engine.history.machines import ChildState, transition
 from engine.history.mutation import Mutation, TransferKind
 from engine.history.state import ChildInfo, ExternalRequest
 from engine.schedules.rules import scheduled_by
@@ -121,9 +122,10 @@ def _child(m: Mutation, initiated_event_id: int) -> ChildInfo:
 
 def child_started(m: Mutation, *, initiated_event_id: int, run_id: str, header: Header | None = None) -> None:
     child = _child(m, initiated_event_id)
-    if child.run_id:
+    if child.state is ChildState.STARTED:
         raise StaleTask("child start already recorded")
-    child.run_id = run_id
+    with transition(child, {ChildState.INITIATED}, ChildState.STARTED):
+        child.run_id = run_id
     event = m.add_external(
         new_event(
             ChildWorkflowExecutionStartedEventAttributes(
@@ -144,7 +146,8 @@ def child_started(m: Mutation, *, initiated_event_id: int, run_id: str, header: 
 def child_start_failed(m: Mutation, *, initiated_event_id: int, cause: int, initiated: HistoryEvent) -> None:
     child = _child(m, initiated_event_id)
     attrs = initiated.start_child_workflow_execution_initiated_event_attributes
-    del m.state.children[initiated_event_id]
+    with transition(child, {ChildState.INITIATED}, ChildState.CLOSED):
+        del m.state.children[initiated_event_id]
     m.add_external(
         new_event(
             StartChildWorkflowExecutionFailedEventAttributes(
@@ -195,7 +198,9 @@ def child_closed(m: Mutation, *, initiated_event_id: int, close: HistoryEvent) -
         )
     else:
         attrs = ChildWorkflowExecutionTerminatedEventAttributes(**common)
-    del m.state.children[initiated_event_id]
+    # A child may close before its parent records it started (the start and the record are two changes).
+    with transition(child, {ChildState.INITIATED, ChildState.STARTED}, ChildState.CLOSED):
+        del m.state.children[initiated_event_id]
     m.add_external(new_event(attrs))
     workflow_task.schedule(m)
 

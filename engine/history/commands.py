@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from temporalio.api.command.v1 import Command
 from temporalio.api.common.v1 import Memo, SearchAttributes
@@ -44,6 +46,7 @@ def apply_all(
         CommandFailure: a command is invalid, or closes the run while new events wait to be seen.
     """
     outcome = Outcome()
+    context = _Context(completed_event_id=completed_event_id, identity=request.identity, outcome=outcome)
     had_buffered = bool(m.state.buffered)
     messages = {message.id: message for message in request.messages}
     for command in request.commands:
@@ -67,7 +70,7 @@ def apply_all(
             continue
         command_bounds.check(command)
         first_new = len(m.events)
-        _apply(m, command, completed_event_id, request.identity, outcome)
+        _apply(m, command, context)
         if command.HasField("user_metadata") and len(m.events) > first_new:
             # The command's summary and details travel on the event it produced (e.g. a timer's summary).
             m.events[first_new].user_metadata.CopyFrom(command.user_metadata)
@@ -79,110 +82,174 @@ def apply_all(
     return outcome
 
 
-def _apply(m: Mutation, command: Command, completed_event_id: int, identity: str, outcome: Outcome) -> None:
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every command handler gets besides the run and its command."""
+
+    completed_event_id: int
+    identity: str
+    outcome: Outcome
+
+
+def _schedule_activity(m: Mutation, command: Command, ctx: _Context) -> None:
+    attrs = command.schedule_activity_task_command_attributes
+    scheduled_event_id = activity.schedule(m, completed_event_id=ctx.completed_event_id, attrs=attrs)
+    if attrs.request_eager_execution:
+        ctx.outcome.eager_activities.append(scheduled_event_id)
+
+
+def _request_cancel_activity(m: Mutation, command: Command, ctx: _Context) -> None:
+    if activity.request_cancel(
+        m,
+        completed_event_id=ctx.completed_event_id,
+        scheduled_event_id=command.request_cancel_activity_task_command_attributes.scheduled_event_id,
+        identity=ctx.identity,
+    ):
+        ctx.outcome.needs_workflow_task = True
+
+
+def _start_timer(m: Mutation, command: Command, ctx: _Context) -> None:
+    timer.start(m, completed_event_id=ctx.completed_event_id, attrs=command.start_timer_command_attributes)
+
+
+def _cancel_timer(m: Mutation, command: Command, ctx: _Context) -> None:
+    timer.cancel(
+        m,
+        completed_event_id=ctx.completed_event_id,
+        attrs=command.cancel_timer_command_attributes,
+        identity=ctx.identity,
+    )
+
+
+def _complete_workflow(m: Mutation, command: Command, ctx: _Context) -> None:
+    lifecycle.complete(
+        m,
+        completed_event_id=ctx.completed_event_id,
+        attrs=command.complete_workflow_execution_command_attributes,
+    )
+
+
+def _fail_workflow(m: Mutation, command: Command, ctx: _Context) -> None:
+    lifecycle.fail(
+        m, completed_event_id=ctx.completed_event_id, attrs=command.fail_workflow_execution_command_attributes
+    )
+
+
+def _cancel_workflow(m: Mutation, command: Command, ctx: _Context) -> None:
+    lifecycle.cancel(
+        m,
+        completed_event_id=ctx.completed_event_id,
+        attrs=command.cancel_workflow_execution_command_attributes,
+    )
+
+
+def _continue_as_new(m: Mutation, command: Command, ctx: _Context) -> None:
+    m.continued = lifecycle.continue_as_new(
+        m,
+        completed_event_id=ctx.completed_event_id,
+        attrs=command.continue_as_new_workflow_execution_command_attributes,
+        new_run_id=m.ids.run_id(),
+    )
+
+
+def _start_child(m: Mutation, command: Command, ctx: _Context) -> None:
+    children.start_child(
+        m,
+        completed_event_id=ctx.completed_event_id,
+        attrs=command.start_child_workflow_execution_command_attributes,
+    )
+
+
+def _signal_external(m: Mutation, command: Command, ctx: _Context) -> None:
+    children.signal_external(
+        m,
+        completed_event_id=ctx.completed_event_id,
+        attrs=command.signal_external_workflow_execution_command_attributes,
+    )
+
+
+def _request_cancel_external(m: Mutation, command: Command, ctx: _Context) -> None:
+    children.request_cancel_external(
+        m,
+        completed_event_id=ctx.completed_event_id,
+        attrs=command.request_cancel_external_workflow_execution_command_attributes,
+    )
+
+
+def _record_marker(m: Mutation, command: Command, ctx: _Context) -> None:
+    attrs = command.record_marker_command_attributes
+    if not attrs.marker_name:
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_RECORD_MARKER_ATTRIBUTES,
+            "MarkerName is not set on RecordMarkerCommand.",
+        )
+    m.add(
+        new_event(
+            MarkerRecordedEventAttributes(
+                marker_name=attrs.marker_name,
+                details=attrs.details,
+                workflow_task_completed_event_id=ctx.completed_event_id,
+                header=attrs.header if attrs.HasField("header") else None,
+                failure=attrs.failure if attrs.HasField("failure") else None,
+            )
+        )
+    )
+
+
+def _upsert_search_attributes(m: Mutation, command: Command, ctx: _Context) -> None:
+    attrs = command.upsert_workflow_search_attributes_command_attributes
+    m.state.search_attributes = merged_search_attributes(m.state.search_attributes, attrs.search_attributes)
+    m.add(
+        new_event(
+            UpsertWorkflowSearchAttributesEventAttributes(
+                workflow_task_completed_event_id=ctx.completed_event_id,
+                search_attributes=attrs.search_attributes,
+            )
+        )
+    )
+
+
+def _modify_properties(m: Mutation, command: Command, ctx: _Context) -> None:
+    attrs = command.modify_workflow_properties_command_attributes
+    m.state.memo = merged_memo(m.state.memo, attrs.upserted_memo)
+    m.add(
+        new_event(
+            WorkflowPropertiesModifiedEventAttributes(
+                workflow_task_completed_event_id=ctx.completed_event_id, upserted_memo=attrs.upserted_memo
+            )
+        )
+    )
+
+
+_Handler = Callable[[Mutation, Command, _Context], None]
+
+HANDLERS: Mapping[int, _Handler] = MappingProxyType(
+    {
+        CommandType.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK: _schedule_activity,
+        CommandType.COMMAND_TYPE_REQUEST_CANCEL_ACTIVITY_TASK: _request_cancel_activity,
+        CommandType.COMMAND_TYPE_START_TIMER: _start_timer,
+        CommandType.COMMAND_TYPE_CANCEL_TIMER: _cancel_timer,
+        CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION: _complete_workflow,
+        CommandType.COMMAND_TYPE_FAIL_WORKFLOW_EXECUTION: _fail_workflow,
+        CommandType.COMMAND_TYPE_CANCEL_WORKFLOW_EXECUTION: _cancel_workflow,
+        CommandType.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION: _continue_as_new,
+        CommandType.COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION: _start_child,
+        CommandType.COMMAND_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION: _signal_external,
+        CommandType.COMMAND_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION: _request_cancel_external,
+        CommandType.COMMAND_TYPE_RECORD_MARKER: _record_marker,
+        CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES: _upsert_search_attributes,
+        CommandType.COMMAND_TYPE_MODIFY_WORKFLOW_PROPERTIES: _modify_properties,
+    }
+)
+"""One handler per command type, as Temporal's handleCommand* functions; a protocol message command is
+ordered by apply_all itself (it carries no attributes of its own, only a message to find)."""
+
+
+def _apply(m: Mutation, command: Command, ctx: _Context) -> None:
     kind = command.command_type
-    if kind == CommandType.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK:
-        attrs = command.schedule_activity_task_command_attributes
-        scheduled_event_id = activity.schedule(m, completed_event_id=completed_event_id, attrs=attrs)
-        if attrs.request_eager_execution:
-            outcome.eager_activities.append(scheduled_event_id)
-    elif kind == CommandType.COMMAND_TYPE_REQUEST_CANCEL_ACTIVITY_TASK:
-        if activity.request_cancel(
-            m,
-            completed_event_id=completed_event_id,
-            scheduled_event_id=command.request_cancel_activity_task_command_attributes.scheduled_event_id,
-            identity=identity,
-        ):
-            outcome.needs_workflow_task = True
-    elif kind == CommandType.COMMAND_TYPE_START_TIMER:
-        timer.start(m, completed_event_id=completed_event_id, attrs=command.start_timer_command_attributes)
-    elif kind == CommandType.COMMAND_TYPE_CANCEL_TIMER:
-        timer.cancel(
-            m,
-            completed_event_id=completed_event_id,
-            attrs=command.cancel_timer_command_attributes,
-            identity=identity,
-        )
-    elif kind == CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION:
-        lifecycle.complete(
-            m,
-            completed_event_id=completed_event_id,
-            attrs=command.complete_workflow_execution_command_attributes,
-        )
-    elif kind == CommandType.COMMAND_TYPE_FAIL_WORKFLOW_EXECUTION:
-        lifecycle.fail(
-            m, completed_event_id=completed_event_id, attrs=command.fail_workflow_execution_command_attributes
-        )
-    elif kind == CommandType.COMMAND_TYPE_CANCEL_WORKFLOW_EXECUTION:
-        lifecycle.cancel(
-            m,
-            completed_event_id=completed_event_id,
-            attrs=command.cancel_workflow_execution_command_attributes,
-        )
-    elif kind == CommandType.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION:
-        attrs = command.continue_as_new_workflow_execution_command_attributes
-        m.continued = lifecycle.continue_as_new(
-            m, completed_event_id=completed_event_id, attrs=attrs, new_run_id=m.new_run_id()
-        )
-    elif kind == CommandType.COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION:
-        children.start_child(
-            m,
-            completed_event_id=completed_event_id,
-            attrs=command.start_child_workflow_execution_command_attributes,
-        )
-    elif kind == CommandType.COMMAND_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION:
-        children.signal_external(
-            m,
-            completed_event_id=completed_event_id,
-            attrs=command.signal_external_workflow_execution_command_attributes,
-        )
-    elif kind == CommandType.COMMAND_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION:
-        children.request_cancel_external(
-            m,
-            completed_event_id=completed_event_id,
-            attrs=command.request_cancel_external_workflow_execution_command_attributes,
-        )
-    elif kind == CommandType.COMMAND_TYPE_RECORD_MARKER:
-        attrs = command.record_marker_command_attributes
-        if not attrs.marker_name:
-            raise CommandFailure(
-                WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_RECORD_MARKER_ATTRIBUTES,
-                "MarkerName is not set on RecordMarkerCommand.",
-            )
-        m.add(
-            new_event(
-                MarkerRecordedEventAttributes(
-                    marker_name=attrs.marker_name,
-                    details=attrs.details,
-                    workflow_task_completed_event_id=completed_event_id,
-                    header=attrs.header if attrs.HasField("header") else None,
-                    failure=attrs.failure if attrs.HasField("failure") else None,
-                )
-            )
-        )
-    elif kind == CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
-        attrs = command.upsert_workflow_search_attributes_command_attributes
-        m.state.search_attributes = merged_search_attributes(
-            m.state.search_attributes, attrs.search_attributes
-        )
-        m.add(
-            new_event(
-                UpsertWorkflowSearchAttributesEventAttributes(
-                    workflow_task_completed_event_id=completed_event_id,
-                    search_attributes=attrs.search_attributes,
-                )
-            )
-        )
-    elif kind == CommandType.COMMAND_TYPE_MODIFY_WORKFLOW_PROPERTIES:
-        attrs = command.modify_workflow_properties_command_attributes
-        m.state.memo = merged_memo(m.state.memo, attrs.upserted_memo)
-        m.add(
-            new_event(
-                WorkflowPropertiesModifiedEventAttributes(
-                    workflow_task_completed_event_id=completed_event_id, upserted_memo=attrs.upserted_memo
-                )
-            )
-        )
+    handler = HANDLERS.get(kind)
+    if handler is not None:
+        handler(m, command, ctx)
     elif kind not in CommandType.values():
         # A number no CommandType names (proto3 enums are open): Temporal's words, not a ValueError from Name().
         raise CommandFailure(

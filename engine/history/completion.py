@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from uuid import uuid4
 
 from temporalio.api.history.v1 import WorkflowTaskCompletedEventAttributes
 from temporalio.api.update.v1 import Rejection
@@ -109,7 +108,7 @@ def complete(
             scheduled_event_id=scheduled_event_id,
             attempt=1,
             identity=request.identity,
-            request_id=str(uuid4()),
+            request_id=m.ids.request_id(),
         )
         result.activities.append(info)
     if state.running and (

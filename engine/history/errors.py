@@ -22,3 +22,8 @@ class RunClosed(Exception):
 
 class ResetRejected(Exception):
     """A reset point the run's history cannot be reset to; the message says why."""
+
+
+class InvalidTransition(Exception):
+    """A pending thing was moved from a state its transition does not start from: a bug in the rules
+    (an internal invariant), never a client's mistake, so it surfaces as INTERNAL."""

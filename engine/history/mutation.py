@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 
-from engine import ids
 from engine.history.query_consistency import holds_queries
+from engine.history.sources import IdSource
 from engine.history.state import MutableState
 
 
@@ -140,6 +140,8 @@ class Mutation:
 
     state: MutableState
     now: datetime
+    ids: IdSource
+    """New ids (run ids, request ids): the caller's choice, so the rules stay deterministic."""
     events: list[HistoryEvent] = field(default_factory=list)
     tasks: list[NewTask] = field(default_factory=list)
     timers: list[NewTimer] = field(default_factory=list)
@@ -149,7 +151,6 @@ class Mutation:
     """True when this mutation closed the run (its pending task and timer rows can go)."""
     continued: Mutation | None = None
     """The next run's first mutation, when this one continued as new (persisted in the same transaction)."""
-    new_run_id: Callable[[], str] = field(default=ids.new_run_id)
     queries_held: bool = field(init=False, default=False)
     """Whether the run held queries for its workflow task before this change: if it stops, they go out."""
 

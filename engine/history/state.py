@@ -7,6 +7,8 @@ from datetime import datetime
 import msgspec
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
 
+from engine.history.machines import ActivityState, ChildState, TimerState
+
 RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
 
 
@@ -86,11 +88,19 @@ class ActivityInfo(msgspec.Struct, kw_only=True):
     priority: bytes | None = None
     """The priority an operator set (temporalio.api.common.v1.Priority); None: the scheduled one."""
 
+    @property
+    def state(self) -> ActivityState:
+        return ActivityState.SCHEDULED if self.started_time is None else ActivityState.STARTED
+
 
 class TimerInfo(msgspec.Struct, kw_only=True):
     timer_id: str
     started_event_id: int
     fire_at: datetime
+
+    @property
+    def state(self) -> TimerState:
+        return TimerState.STARTED  # a timer leaves the run's state when it fires or is cancelled
 
 
 class ChildInfo(msgspec.Struct, kw_only=True):
@@ -102,6 +112,10 @@ class ChildInfo(msgspec.Struct, kw_only=True):
     parent_close_policy: int = 0
     run_id: str = ""
     started_event_id: int = 0
+
+    @property
+    def state(self) -> ChildState:
+        return ChildState.STARTED if self.run_id else ChildState.INITIATED
 
 
 class ExternalRequest(msgspec.Struct, kw_only=True):

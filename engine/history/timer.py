@@ -15,6 +15,7 @@ from temporalio.api.history.v1 import (
 from engine.history import workflow_task
 from engine.history.errors import CommandFailure, StaleTask
 from engine.history.events import new_event, seconds
+from engine.history.machines import TimerState, transition
 from engine.history.mutation import Mutation, TimerKind
 from engine.history.state import TimerInfo
 
@@ -90,7 +91,8 @@ def cancel(
             )
         )
     )
-    del m.state.timers[attrs.timer_id]
+    with transition(info, {TimerState.STARTED}, TimerState.CLOSED):
+        del m.state.timers[attrs.timer_id]
     m.drop_timers(TimerKind.USER_TIMER, info.started_event_id)
 
 
@@ -104,5 +106,6 @@ def fire(m: Mutation, *, started_event_id: int) -> None:
     m.add_external(
         new_event(TimerFiredEventAttributes(timer_id=info.timer_id, started_event_id=started_event_id))
     )
-    del m.state.timers[info.timer_id]
+    with transition(info, {TimerState.STARTED}, TimerState.CLOSED):
+        del m.state.timers[info.timer_id]
     workflow_task.schedule(m)

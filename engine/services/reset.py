@@ -58,7 +58,7 @@ def _reset_txn(namespace: Namespace, request: ResetWorkflowExecutionRequest) -> 
     new_run_id = ids.new_run_id()
     m = reset.reset_run(
         base_events=base_events,
-        later_events=_later_events(namespace, base, request.workflow_task_finish_event_id, current.run_id),
+        later_events=later_events(namespace, base, request.workflow_task_finish_event_id, current.run_id),
         finish_event_id=request.workflow_task_finish_event_id,
         namespace_id=str(namespace.id),
         namespace=namespace.name,
@@ -68,6 +68,7 @@ def _reset_txn(namespace: Namespace, request: ResetWorkflowExecutionRequest) -> 
         request_id=request.request_id,
         excluded=reset.exclusions(request.reset_reapply_type, list(request.reset_reapply_exclude_types)),
         now=now,
+        ids=ids.SYSTEM,
     )
     store.insert(namespace.id, base.shard, m)
     current.run_id = new_run_id
@@ -76,7 +77,7 @@ def _reset_txn(namespace: Namespace, request: ResetWorkflowExecutionRequest) -> 
     return new_run_id
 
 
-def _later_events(
+def later_events(
     namespace: Namespace, base: Execution, first_event_id: int, current_run_id: str
 ) -> list[HistoryEvent]:
     """The base run's events from the reset point on, then those of each run that continued it, up to

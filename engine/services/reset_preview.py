@@ -15,13 +15,14 @@ from perdura import clock
 from temporalio.api.enums.v1 import EventType, ResetReapplyExcludeType
 from temporalio.api.history.v1 import HistoryEvent
 
+from engine import ids
 from engine.errors import InvalidArgument
 from engine.history import reset
 from engine.history.errors import ResetRejected
 from engine.history.events import attributes
 from engine.models import CurrentRun
 from engine.persistence import store
-from engine.services.reset import _later_events
+from engine.services.reset import later_events
 from tenants.models import Namespace
 
 E = EventType
@@ -94,7 +95,7 @@ def reset_preview(
     try:
         reset.check_point(finish_event_id, base.next_event_id)
         base_events = list(store.history_events(base, last_event_id=finish_event_id - 1))
-        later = _later_events(namespace, base, finish_event_id, current["run_id"] if current else base.run_id)
+        later = later_events(namespace, base, finish_event_id, current["run_id"] if current else base.run_id)
         now = clock.now()
 
         def new_run(excluded: set[int]) -> list[HistoryEvent]:
@@ -110,6 +111,7 @@ def reset_preview(
                 request_id="",
                 excluded=excluded,
                 now=now,
+                ids=ids.SYSTEM,
             )
             return m.events[len(base_events) :]
 

@@ -190,6 +190,7 @@ def _start_txn(
         run_id=new_run_id,
         request=request,
         now=clock.now(),
+        ids=ids.SYSTEM,
         schedule_first_task=signal is None,
         parent=parent,
         first_task_backoff=_first_task_backoff(request),

@@ -18,6 +18,7 @@ from typing import TypeVar
 from django.db import OperationalError, transaction
 from perdura import clock
 
+from engine import ids
 from engine.errors import NotFound, Unavailable
 from engine.history.errors import RunClosed
 from engine.history.mutation import Mutation
@@ -72,7 +73,7 @@ def apply_locked(
 
     `apply` is pure apart from its Mutation; if it raises, nothing of the run is written.
     """
-    m = Mutation(store.decode_state(execution), now or clock.now())
+    m = Mutation(store.decode_state(execution), now or clock.now(), ids.SYSTEM)
     result = apply(execution, m)
     store.persist(execution, m)
     return result

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
 from datetime import datetime
 
 from django.db.models import Min
 from perdura import clock
 
-from engine.history import activity, lifecycle, timer, workflow_task
+from engine.history import due_timers
 from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TimerKind
 from engine.models import Timer
@@ -30,27 +29,11 @@ class UnknownTimerKind(ValueError):
     failed attempt and parked, never dropped, so that a worker that knows the kind can fire it later."""
 
 
-_FIRE: dict[int, Callable[[Mutation, Timer], None]] = {
-    TimerKind.USER_TIMER: lambda m, row: timer.fire(m, started_event_id=row.event_id),
-    TimerKind.WORKFLOW_TASK_TIMEOUT: lambda m, row: workflow_task.time_out(
-        m, scheduled_event_id=row.event_id, attempt=row.attempt
-    ),
-    TimerKind.ACTIVITY_TIMEOUT: lambda m, row: activity.time_out(
-        m, scheduled_event_id=row.event_id, attempt=row.attempt, timeout_type=row.detail
-    ),
-    TimerKind.WORKFLOW_TASK_SCHEDULE_TO_START: lambda m, row: workflow_task.schedule_to_start_timeout(
-        m, scheduled_event_id=row.event_id, attempt=row.attempt
-    ),
-    TimerKind.WORKFLOW_BACKOFF: lambda m, _row: lifecycle.backoff_elapsed(m),
-    TimerKind.WORKFLOW_RUN_TIMEOUT: lambda m, _row: lifecycle.run_timeout(m),
-}
-
-
 def _apply(m: Mutation, row: Timer) -> None:
-    handler = _FIRE.get(row.kind)
-    if handler is None:
+    rule = due_timers.RULES.get(row.kind)
+    if rule is None:
         raise UnknownTimerKind(f"unknown timer kind {row.kind}")
-    handler(m, row)
+    rule(m, event_id=row.event_id, attempt=row.attempt, detail=row.detail)
 
 
 def kind_name(kind: int) -> str:

@@ -223,6 +223,22 @@ def assert_dense(events: list[HistoryEvent], first: int = 1) -> None:
 # --- the run -------------------------------------------------------------------------------------------
 
 
+class CountingIds:
+    """Deterministic ids for the rules: the nth run id and request id of a run are always the same."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.requests = 0
+
+    def run_id(self) -> str:
+        self.runs += 1
+        return f"0195a2b0-0000-7000-9000-{self.runs:012x}"
+
+    def request_id(self) -> str:
+        self.requests += 1
+        return f"request-{self.requests}"
+
+
 class Run:
     """One run, its full written history, and the rows each step asked for."""
 
@@ -235,12 +251,14 @@ class Run:
         schedule_first_task: bool = True,
     ) -> None:
         self.roundtrip = roundtrip
+        self.ids = CountingIds()
         m = lifecycle.start(
             namespace_id=NAMESPACE_ID,
             namespace="default",
             run_id=RUN_ID,
             request=request or start_request(),
             now=at(now),
+            ids=self.ids,
             schedule_first_task=schedule_first_task,
         )
         self.state: MutableState = m.state
@@ -279,7 +297,7 @@ class Run:
 
     def apply(self, now: float, fn: Callable[..., T], /, **kwargs: Any) -> T:
         """Apply one input at `now` (seconds after T0); on an exception the run is left unchanged."""
-        m = Mutation(self.copy_state() if self.roundtrip else self.state, at(now))
+        m = Mutation(self.copy_state() if self.roundtrip else self.state, at(now), self.ids)
         first_id = m.state.next_event_id
         result = fn(m, **kwargs)
         self._record(m, first_id=first_id)

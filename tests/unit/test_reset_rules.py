@@ -16,12 +16,13 @@ from temporalio.api.enums.v1 import (
 from temporalio.api.history.v1 import HistoryEvent, WorkflowExecutionUpdateAcceptedEventAttributes
 from temporalio.api.update.v1 import Input, Meta, Request
 
-from engine.history import reset, updates
+from engine.history import rebuild, reset, updates
 from engine.history.errors import ResetRejected
 from engine.history.events import new_event
 from engine.history.mutation import TaskKind, TimerKind
 from tests.unit.history_harness import (
     NAMESPACE_ID,
+    CountingIds,
     Run,
     at,
     payloads,
@@ -65,7 +66,7 @@ def busy_run() -> Run:
 def test_rebuild_gives_the_state_the_live_rules_built():
     run = busy_run()
     live = run.state
-    rebuilt = reset.rebuild(
+    rebuilt = rebuild.rebuild(
         run.history, namespace_id=NAMESPACE_ID, namespace="default", run_id=NEW_RUN, now=at(100)
     )
     assert rebuilt.next_event_id == live.next_event_id
@@ -118,6 +119,7 @@ def test_reset_run_fails_the_task_reapplies_and_takes_over_pending_work():
         reason="bad deploy",
         request_id="reset-1",
         excluded=set(),
+        ids=CountingIds(),
         now=at(100),
     )
     assert m.events[: point - 1] == run.history[: point - 1]
@@ -170,6 +172,7 @@ def test_reset_excluding_signals_and_updates_reapplies_nothing():
         reason="r",
         request_id="reset-2",
         excluded=reset.exclusions(ResetReapplyType.RESET_REAPPLY_TYPE_NONE, []),
+        ids=CountingIds(),
         now=at(100),
     )
     assert types(m.events[3:]) == ["WORKFLOW_TASK_FAILED", "WORKFLOW_TASK_SCHEDULED"]
@@ -207,12 +210,13 @@ def test_point_must_end_a_workflow_task():
             reason="r",
             request_id="x",
             excluded=set(),
+            ids=CountingIds(),
             now=at(100),
         )
 
 
 def test_rebuild_needs_the_start_event():
     with pytest.raises(ResetRejected):
-        reset.rebuild(
+        rebuild.rebuild(
             [HistoryEvent(event_id=2)], namespace_id=NAMESPACE_ID, namespace="d", run_id=NEW_RUN, now=at(0)
         )

@@ -7,6 +7,7 @@ from temporalio.api.enums.v1 import TimeoutType
 
 from engine.history import lifecycle, state
 from tests.unit.history_harness import (
+    CountingIds,
     Run,
     app_failure,
     complete_workflow,
@@ -132,5 +133,6 @@ def test_lifecycle_start_state_is_storable_before_any_step():
         run_id="r",
         request=start_request(execution_timeout=60),
         now=Run().steps[0].now,
+        ids=CountingIds(),
     )
     assert state.load(state.dump(m.state)) == m.state
