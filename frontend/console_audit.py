@@ -15,3 +15,14 @@ def context_for(request: HttpRequest, viewer: Viewer) -> audit.AuditContext:
     """The audit context of `viewer`'s request."""
     actor = audit.operator_actor("loopback") if viewer.operator else audit.user_actor(request.user)
     return audit.AuditContext(actor=actor, source=request.META.get("REMOTE_ADDR") or "", via=VIA)
+
+
+def context_of(request: HttpRequest) -> audit.AuditContext:
+    """The audit context of a request whose viewer was admitted (frontend.viewer): the signed-in person,
+    or, without a session, the loopback operator (the viewer admits no one else without one)."""
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        actor = audit.user_actor(user)
+    else:
+        actor = audit.operator_actor("loopback")
+    return audit.AuditContext(actor=actor, source=request.META.get("REMOTE_ADDR") or "", via=VIA)

@@ -37,6 +37,7 @@ from engine.errors import EngineError, NotFound
 from engine.services import console_calls, console_reads, reset_preview, workflows
 from engine.services.reset import workflow_reset
 from frontend import history
+from frontend.console_audit import context_of
 from frontend.payloads import decode_all
 from frontend.present import status_name
 from frontend.viewer import Viewer, viewer_for
@@ -98,15 +99,6 @@ def toolbar_context(
 # --- who acts, and the audit log -------------------------------------------------------------------
 
 
-def _audit_context(request: HttpRequest) -> audit.AuditContext:
-    user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated:
-        actor = audit.user_actor(user)
-    else:
-        actor = audit.operator_actor("loopback")  # viewer_of admits no one else without a session
-    return audit.AuditContext(actor=actor, source=request.META.get("REMOTE_ADDR") or "", via="console")
-
-
 def _record(
     context: audit.AuditContext,
     namespace: Namespace,
@@ -137,7 +129,7 @@ def _allowed(
     ns, role = viewer.namespace(namespace)
     if not may(role, method):
         _record(
-            _audit_context(request),
+            context_of(request),
             ns,
             method,
             workflow_id,
@@ -159,7 +151,7 @@ def _audited(
     details: dict[str, Any] | None = None,
 ) -> Any:
     """Run `call` and record it with its outcome (the gRPC status name of an engine error)."""
-    context = _audit_context(request)
+    context = context_of(request)
     try:
         result = call()
     except EngineError as e:
@@ -566,7 +558,7 @@ async def update(
 ) -> HttpResponse:
     to_thread = functools.partial(sync_to_async, thread_sensitive=False)
     ns = await to_thread(_allowed)(request, viewer, namespace, UPDATE, workflow_id, run_id)
-    context = await to_thread(_audit_context)(request)
+    context = await to_thread(context_of)(request)
     name = request.POST.get("name", "").strip()
     try:
         if not name:
