@@ -42,6 +42,18 @@ def filter_parse(*, namespace_id: uuid.UUID, query: str, count: bool = False) ->
     return resolve(parsed, registered.types, count=count, slots=registered.slots)
 
 
+def _page(
+    namespace_id: uuid.UUID, query: str, page_size: int, page_token: bytes, *, scan: bool
+) -> tuple[list[Record], bytes]:
+    resolved = filter_parse(namespace_id=namespace_id, query=query)
+    size = page_size if 0 < page_size <= MAX_PAGE_SIZE else MAX_PAGE_SIZE
+    read = backend().scan_page if scan else backend().list_page
+    try:
+        return read(namespace_id, resolved, page_size=size, page_token=page_token)
+    except ValueError as e:
+        raise QueryError(f"invalid page token: {e}") from None
+
+
 def execution_list(
     *, namespace_id: uuid.UUID, query: str, page_size: int, page_token: bytes
 ) -> tuple[list[Record], bytes]:
@@ -50,12 +62,7 @@ def execution_list(
     Raises:
         QueryError: a bad filter or page token.
     """
-    resolved = filter_parse(namespace_id=namespace_id, query=query)
-    size = page_size if 0 < page_size <= MAX_PAGE_SIZE else MAX_PAGE_SIZE
-    try:
-        return backend().list_page(namespace_id, resolved, page_size=size, page_token=page_token)
-    except ValueError as e:
-        raise QueryError(f"invalid page token: {e}") from None
+    return _page(namespace_id, query, page_size, page_token, scan=False)
 
 
 def execution_scan(
@@ -66,12 +73,7 @@ def execution_scan(
     Raises:
         QueryError: a bad filter or page token.
     """
-    resolved = filter_parse(namespace_id=namespace_id, query=query)
-    size = page_size if 0 < page_size <= MAX_PAGE_SIZE else MAX_PAGE_SIZE
-    try:
-        return backend().scan_page(namespace_id, resolved, page_size=size, page_token=page_token)
-    except ValueError as e:
-        raise QueryError(f"invalid page token: {e}") from None
+    return _page(namespace_id, query, page_size, page_token, scan=True)
 
 
 def execution_count(*, namespace_id: uuid.UUID, query: str) -> tuple[int, list[tuple[int, int]]]:
