@@ -43,6 +43,11 @@ class QuotaError(ValueError):
     """An override or a cap that cannot be honoured, with a message for a person."""
 
 
+def bucket_key(namespace: str, bucket: Bucket) -> str:
+    """The shared limiter's key of a namespace's bucket: the gRPC API and the CLI's bulk export draw on it."""
+    return f"ns:{namespace}:{bucket.value}"
+
+
 def rate_of(per_second: float) -> Rate:
     """The bucket of `per_second` tokens a second (holding BURST_SECONDS of them)."""
     return Rate(per_second=per_second, burst=max(1, math.ceil(per_second * BURST_SECONDS)))

@@ -88,7 +88,7 @@ class NamespaceLimits:
 
     def known_empty(self, namespace: str, bucket: quotas.Bucket) -> ResourceExhausted | None:
         """The refusal, if this process already knows the bucket is empty; no I/O, no token taken."""
-        key = f"ns:{namespace}:{bucket.value}"
+        key = quotas.bucket_key(namespace, bucket)
         until = self._empty_until.get(key)
         if until is None:
             return None
@@ -112,7 +112,7 @@ class NamespaceLimits:
         refusal = self.known_empty(namespace, bucket)
         if refusal is not None:
             return refusal
-        key = f"ns:{namespace}:{bucket.value}"
+        key = quotas.bucket_key(namespace, bucket)
         probe = key in self._empty_until  # it was empty: this call alone asks whether it refilled
         if probe:
             self._probing.add(key)

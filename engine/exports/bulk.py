@@ -85,6 +85,8 @@ def export_query(
         SigningKeyError: no signing key is configured.
     """
     state = _load_state(destination, namespace, query)
+    # Only the page in hand when an export stopped can hold runs already written: after it, no lookups.
+    resumed = state is not None and not state["finished"]
     if state is None:
         total, _ = selectors.execution_count(namespace_id=namespace.id, query=query)
         state = {
@@ -110,7 +112,7 @@ def export_query(
         )
         for record in records:
             name = run_file(record.run_id)
-            if destination.exists(name):
+            if resumed and destination.exists(name):
                 progress.skipped += 1
                 continue
             try:
@@ -124,6 +126,7 @@ def export_query(
             gather.record(namespace=namespace, export=export)  # before the file, as `perdura export run`
             destination.write(name, data)
             progress.exported += 1
+        resumed = False
         progress.finished = not token
         state.update(
             next_page_token=base64.b64encode(token).decode(),

@@ -61,7 +61,7 @@ def _visibility_token(namespace):  # type: ignore[no-untyped-def]
     from tenants.rest.throttles import limiter
 
     rate = quotas.namespace_rates(namespace.rate_limits or None).rate(quotas.Bucket.VISIBILITY)
-    key = f"ns:{namespace.name}:{quotas.Bucket.VISIBILITY.value}"
+    key = quotas.bucket_key(namespace.name, quotas.Bucket.VISIBILITY)
 
     def take() -> None:
         while True:

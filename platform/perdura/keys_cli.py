@@ -19,9 +19,9 @@ within it."""
 
 def _namespace(name: str):  # type: ignore[no-untyped-def]
     from perdura.control import _fail
-    from tenants.models import Namespace
+    from tenants import selectors
 
-    namespace = Namespace.objects.filter(name=name).first()
+    namespace = selectors.namespace_by_name(name)
     if namespace is None:
         _fail(f"no namespace named {name!r}")
     return namespace
