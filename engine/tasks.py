@@ -18,17 +18,43 @@ failure_log = FailureLog(log)
 
 
 @shared_task(name="engine.tasks.process_shard", ignore_result=True)
-def process_shard(shard: int) -> int:
+def process_shard(shard: int, attempt: int = 0) -> int:
     """Fire the shard's due timers. Sent with an ETA when a timer is created, and by the sweep.
 
     A failing row is charged to the row (engine/shards/parking.py); what still escapes (an outage) is
     logged here at a limited rate instead of by Celery on every sweep, and the sweep tries again.
     """
     try:
-        return timers.process_shard(shard, owner_name())
+        done = timers.process_shard(shard, owner_name())
     except Exception as e:  # noqa: BLE001 - the rows stay; the next sweep retries
         failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; the sweep retries it", e)
         return 0
+    if done is None:
+        _look_again(shard, attempt)
+        return 0
+    return done
+
+
+BUSY_RETRY_SECONDS = 0.2
+BUSY_RETRIES = 3
+_retry_sent_at: dict[int, float] = {}
+
+
+def _look_again(shard: int, attempt: int) -> None:
+    """Another process held the shard's lease when this hint came. It looks for due work once more
+    before letting go, but a hint that lands between that look and the release would wait for the
+    sweep: send one short retry. At most one is in flight per shard from this process, and a chain of
+    them ends after BUSY_RETRIES (a holder busy longer than that sees the work itself)."""
+    now = time.monotonic()
+    if attempt >= BUSY_RETRIES or now - _retry_sent_at.get(shard, -1.0) < BUSY_RETRY_SECONDS:
+        return
+    _retry_sent_at[shard] = now
+    try:
+        process_shard.apply_async(
+            args=[shard], kwargs={"attempt": attempt + 1}, countdown=BUSY_RETRY_SECONDS, retry=False
+        )
+    except Exception as e:  # noqa: BLE001 - the sweep still finds the work
+        failure_log.failed("busy-retry", "could not send a retry for a busy shard; the sweep finds it", e)
 
 
 @shared_task(name="engine.tasks.sweep", ignore_result=True)

@@ -92,16 +92,18 @@ def _fire_due(shard: int, range_id: int, budget: Budget) -> int:
     return fired
 
 
-def process_shard(shard: int, owner: str, *, budget: Budget | None = None) -> int:
+def process_shard(shard: int, owner: str, *, budget: Budget | None = None) -> int | None:
     """Fire every due timer and run every transfer and schedule tick of `shard` if its lease can be had;
-    returns the count. A pass ends when its budget is spent (the rows left stay due for the next one).
+    returns the count, or None when another owner holds the lease (that owner looks again for due work
+    before it lets the lease go). A pass ends when its budget is spent (the rows left stay due for the
+    next one).
 
     Raises:
         parking.Outage: the database failed; the rows stay as they were.
     """
     range_id = leases.acquire(shard, owner)
     if range_id is None:
-        return 0
+        return None
     budget = budget or Budget()
     done = 0
     try:
@@ -113,7 +115,11 @@ def process_shard(shard: int, owner: str, *, budget: Budget | None = None) -> in
             done += transfers.process(shard, range_id, budget=transfer_slice)
             schedule_slice = budget.slice(SLICE_SECONDS)
             done += schedules.process_due(shard, range_id, budget=schedule_slice)
-            if budget.spent() or not (transfer_slice.spent() or schedule_slice.spent()):
+            if budget.spent():
+                break
+            # Work that came due during this pass had its wake-up hint refused (the lease was ours): look
+            # again before letting the lease go, or it would wait for the next hint or sweep.
+            if not (transfer_slice.spent() or schedule_slice.spent() or _work_due(shard, clock.now())):
                 break
     except leases.LeaseLost:
         log.warning("lost the lease of shard %s while processing it; another worker continues", shard)
@@ -125,6 +131,15 @@ def process_shard(shard: int, owner: str, *, budget: Budget | None = None) -> in
         raise
     leases.release(shard, range_id)
     return done
+
+
+def _work_due(shard: int, now: datetime) -> bool:
+    """Whether `shard` has a timer, a transfer or a schedule tick due by `now` (three indexed probes)."""
+    return (
+        Timer.objects.filter(shard=shard, parked_at__isnull=True, fire_at__lte=now).exists()
+        or transfers.due_in_shard(shard, now)
+        or schedules.due_in_shard(shard, now)
+    )
 
 
 def due_shards() -> list[int]:

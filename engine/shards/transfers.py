@@ -333,6 +333,13 @@ def shards_with_transfers(now: datetime) -> list[int]:
     return sorted(set(fresh) | set(retried))
 
 
+def due_in_shard(shard: int, now: datetime) -> bool:
+    """Whether `shard` has a transfer row due by `now` (fresh, or past its retry time; never parked)."""
+    live = Transfer.objects.filter(shard=shard, parked_at__isnull=True)
+    # Two probes, one per partial index (transfer_fresh, transfer_retry), rather than an OR over both.
+    return live.filter(retry_at__isnull=True).exists() or live.filter(retry_at__lte=now).exists()
+
+
 def next_retry_at() -> datetime | None:
     """The earliest retry time of a transfer row backing off."""
     live = Transfer.objects.filter(parked_at__isnull=True, retry_at__isnull=False)

@@ -82,7 +82,7 @@ def test_racing_workers_take_each_action_once():
     def race(name: str) -> None:
         barrier.wait()
         try:
-            results.append(timers.process_shard(row.shard, name))
+            results.append(timers.process_shard(row.shard, name) or 0)
         finally:
             connection.close()
 

@@ -44,6 +44,18 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
     raise RuntimeError(f"server did not listen on {port} within {timeout}s:\n{log.read_text()[-4000:]}")
 
 
+def wait_for_log(needle: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    """Wait until `needle` shows in the process's log (e.g. a Celery worker's "ready.")."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        if log.exists() and needle in log.read_text(errors="replace"):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{needle!r} did not show in {log} within {timeout}s:\n{log.read_text()[-4000:]}")
+
+
 @dataclass
 class Running:
     """A running Perdura: its gRPC address and the processes behind it."""
@@ -200,9 +212,12 @@ def production(
     subprocess.run([PERDURA, "migrate"], env=env, check=True, capture_output=True, cwd=ROOT)
     try:
         api = running.spawn("api", ["api", "--ip", "127.0.0.1", "--port", str(port)])
-        running.spawn("worker", ["worker", "--concurrency", "2"])
+        worker = running.spawn("worker", ["worker", "--concurrency", "2"])
         running.spawn("beat", ["beat"])
         wait_for_port(port, api, running.logs["api"])
+        # Until the worker has joined its queue, timers and transfers wait on their hints: a test that
+        # starts at once would measure the worker's start-up (about a second) as lateness.
+        wait_for_log(" ready.", worker, running.logs["worker"])
         yield running
     finally:
         running.stop()
