@@ -53,8 +53,10 @@ def _tls_credentials(cert: str, key: str) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials([pair])
 
 
-def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
-    """A grpc.aio server bound to `address` (host:port), not yet started.
+def build(address: str, *, db_threads: int = 16, share_port: bool = False) -> grpc.aio.Server:
+    """A grpc.aio server bound to `address` (host:port), not yet started. With `share_port`, sibling
+    processes bind the same port (SO_REUSEPORT) and the kernel spreads connections over them; without it,
+    a port already in use is an error.
 
     Every WorkflowService and OperatorService call passes the API-key check (engine/api/auth.py) in
     the mode of the PERDURA_AUTH setting, then its namespace's rate limit (engine/api/ratelimits.py,
@@ -84,7 +86,7 @@ def build(address: str, *, db_threads: int = 16) -> grpc.aio.Server:
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", 1 if share_port else 0),
         ],
     )
     wss.add_WorkflowServiceServicer_to_server(WorkflowService(), server)

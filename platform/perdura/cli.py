@@ -55,6 +55,14 @@ def _tls_flags(parser: argparse.ArgumentParser) -> None:
 
 def _cmd_api(args: argparse.Namespace) -> None:
     _tls_env(args)
+    from perdura import supervise
+
+    if args.processes < 1:
+        raise SystemExit("--processes must be at least 1")
+    if args.processes > 1 and not supervise.is_child():
+        # One interpreter serves gRPC on one core at most: N children share the port (SO_REUSEPORT), the
+        # kernel spreads connections over them, and each is started again if it dies.
+        raise SystemExit(supervise.run(supervise.main_argv(), copies=args.processes, what="an API process"))
     from perdura import bootstrap
 
     bootstrap.setup()
@@ -63,7 +71,9 @@ def _cmd_api(args: argparse.Namespace) -> None:
     from perdura import logs, shutdown
 
     async def main() -> None:
-        server = api_server.build(f"{args.ip}:{args.port}", db_threads=args.db_threads)
+        server = api_server.build(
+            f"{args.ip}:{args.port}", db_threads=args.db_threads, share_port=args.processes > 1
+        )
         await server.start()
         start_listener()
         stop = asyncio.Event()
@@ -165,6 +175,12 @@ def main(argv: list[str] | None = None) -> None:
     api.add_argument("--ip", default="0.0.0.0")
     api.add_argument("--port", type=int, default=7233)
     api.add_argument("--db-threads", type=int, default=16)
+    api.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="API processes sharing the port, e.g. one per core (default 1)",
+    )
     _tls_flags(api)
     api.set_defaults(func=_cmd_api)
 

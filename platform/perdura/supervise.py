@@ -1,5 +1,6 @@
 """`perdura worker` keeps its Celery worker alive: the worker runs as a child and is started again when it dies
-of anything but a stop the supervisor asked for.
+of anything but a stop the supervisor asked for. `perdura api --processes N` runs N API processes the same
+way, sharing one port (SO_REUSEPORT): a Python process serves gRPC on one core at most.
 
 Celery's Redis transport has a known failure on broker loss: when the connection drops while the worker
 holds unacknowledged messages (every timer wake-up waits in the worker, unacknowledged, until its ETA), it
@@ -16,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 
@@ -39,11 +41,12 @@ def restart_delay(previous: float, ran_for: float) -> float:
     return min(max(previous * 2, FIRST_DELAY), MAX_DELAY)
 
 
-def run(argv: Sequence[str]) -> int:
-    """Run `argv` (this same command) as a child until asked to stop; returns the last child's status.
+def run(argv: Sequence[str], *, copies: int = 1, what: str = "the Celery worker") -> int:
+    """Run `copies` children of `argv` (this same command) until asked to stop; returns the worst status.
 
-    SIGTERM and SIGINT are passed on to the child, which stops as it would alone (within its bound), and
-    the supervisor then exits with the child's status instead of starting it again.
+    Each child is started again on its own when it dies (`what` names it in the log). SIGTERM and SIGINT
+    are passed on to every child, which stops as it would alone (within its bound), and the supervisor
+    then exits with their status instead of starting them again.
     """
     from perdura import logs
 
@@ -51,37 +54,47 @@ def run(argv: Sequence[str]) -> int:
         logs.configure()
     else:
         logging.basicConfig(level=logging.INFO, format="[%(asctime)s: %(levelname)s/supervisor] %(message)s")
-    stopping = False
-    child: subprocess.Popen[bytes] | None = None
+    stop = threading.Event()
+    children: list[subprocess.Popen[bytes] | None] = [None] * copies
+    statuses = [0] * copies
 
     def forward(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-        if child is not None and child.poll() is None:
-            child.send_signal(signum)
+        stop.set()
+        for child in children:
+            if child is not None and child.poll() is None:
+                child.send_signal(signum)
+
+    def keep(i: int) -> None:
+        delay = 0.0
+        while True:
+            started = time.monotonic()
+            child = children[i] = subprocess.Popen(list(argv), env={**os.environ, CHILD_ENV: "1"})
+            if stop.is_set():  # the signal came while this child was being started
+                child.send_signal(signal.SIGTERM)
+            statuses[i] = child.wait()
+            if stop.is_set():
+                return
+            ran_for = time.monotonic() - started
+            delay = restart_delay(delay, ran_for)
+            log.error(
+                "%s exited with status %s after %.0fs; starting it again in %.0fs",
+                what,
+                statuses[i],
+                ran_for,
+                delay,
+            )
+            if stop.wait(delay):
+                return
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    delay = 0.0
-    while True:
-        started = time.monotonic()
-        child = subprocess.Popen(list(argv), env={**os.environ, CHILD_ENV: "1"})
-        status = child.wait()
-        if stopping:
-            return status
-        ran_for = time.monotonic() - started
-        delay = restart_delay(delay, ran_for)
-        log.error(
-            "the Celery worker exited with status %s after %.0fs; starting it again in %.0fs",
-            status,
-            ran_for,
-            delay,
-        )
-        deadline = time.monotonic() + delay
-        while not stopping and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if stopping:
-            return status
+    threads = [threading.Thread(target=keep, args=(i,), daemon=True) for i in range(copies)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():  # joined in steps, so that the main thread runs the signal handlers
+            t.join(0.5)
+    return max(statuses, key=abs)
 
 
 def main_argv() -> list[str]:

@@ -190,10 +190,16 @@ def postgres_database() -> Iterator[str]:
 
 @contextlib.contextmanager
 def production(
-    tmp: Path, database_url: str, *, redis_url: str = REDIS_URL, env: dict[str, str] | None = None
+    tmp: Path,
+    database_url: str,
+    *,
+    redis_url: str = REDIS_URL,
+    env: dict[str, str] | None = None,
+    api_args: tuple[str, ...] = (),
 ) -> Iterator[Running]:
     """The production processes: `perdura api` (gRPC), a Celery shard worker and beat, on Postgres + Redis
-    (`redis_url`: another Redis, e.g. a private one a chaos test restarts; `env`: more environment)."""
+    (`redis_url`: another Redis, e.g. a private one a chaos test restarts; `env`: more environment;
+    `api_args`: more arguments of `perdura api`, e.g. `--processes 2`)."""
     port = free_port()
     extra = env or {}
     env = _base_env(tmp)
@@ -211,7 +217,7 @@ def production(
     running = Running(address=f"127.0.0.1:{port}", env=env, database_url=database_url)
     subprocess.run([PERDURA, "migrate"], env=env, check=True, capture_output=True, cwd=ROOT)
     try:
-        api = running.spawn("api", ["api", "--ip", "127.0.0.1", "--port", str(port)])
+        api = running.spawn("api", ["api", "--ip", "127.0.0.1", "--port", str(port), *api_args])
         worker = running.spawn("worker", ["worker", "--concurrency", "2"])
         running.spawn("beat", ["beat"])
         wait_for_port(port, api, running.logs["api"])

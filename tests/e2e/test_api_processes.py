@@ -1,0 +1,76 @@
+"""`perdura api --processes N`: N API processes share one port, the kernel spreads connections over them,
+and one that dies is started again while the others keep serving."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from tests.e2e.workflows import TimerWorkflow
+from tests.support import servers
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _children(pid: int) -> set[int]:
+    """The child processes of `pid` (Linux: every thread of the supervisor may have started some)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(p) for p in (task / "children").read_text().split())
+    return found
+
+
+def _wait_for(predicate, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout}s")
+
+
+def _serving(log: Path) -> int:
+    return log.read_text(errors="replace").count("Perdura API on")
+
+
+async def test_two_api_processes_share_a_port_and_one_that_dies_comes_back(tmp_path):
+    with (
+        servers.postgres_database() as url,
+        servers.production(tmp_path, url, api_args=("--processes", "2")) as running,
+    ):
+        supervisor = running.processes["api"]
+        log = running.logs["api"]
+        # Both bound the one port: a child that could not would exit and never announce itself.
+        _wait_for(lambda: _serving(log) >= 2)
+        first = _wait_for(lambda: len(c := _children(supervisor.pid)) == 2 and c)
+
+        client = await Client.connect(running.address)
+        queue = f"procs-{uuid.uuid4()}"
+        async with Worker(client, task_queue=queue, workflows=[TimerWorkflow]):
+            handle = await client.start_workflow(
+                TimerWorkflow.run, 0.1, id=f"procs-{uuid.uuid4()}", task_queue=queue
+            )
+            assert await handle.result() == "woke"
+
+        victim = min(first)
+        os.kill(victim, signal.SIGKILL)
+        # While it is down, new connections land on its sibling.
+        for _ in range(5):
+            fresh = await Client.connect(running.address)
+            await fresh.count_workflows()
+        replaced = _wait_for(lambda: len(c := _children(supervisor.pid)) == 2 and victim not in c and c)
+        assert replaced & first == first - {victim}
+        _wait_for(lambda: _serving(log) >= 3)
+        assert "an API process exited" in log.read_text(errors="replace")
+
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(timeout=15) is not None
+        # The supervisor waited for its children: none is left behind, serving or orphaned.
+        assert not [pid for pid in replaced if Path(f"/proc/{pid}").exists()]
