@@ -227,6 +227,10 @@ def main(argv: list[str] | None = None) -> None:
 
     shards_cli.add_parsers(sub)
 
+    from perdura import inventory_cli
+
+    inventory_cli.add_parsers(sub)
+
     args = parser.parse_args(argv)
     args.func(args)
 

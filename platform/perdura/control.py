@@ -10,7 +10,7 @@ import argparse
 import sys
 from datetime import timedelta
 
-from perdura import bootstrap
+from perdura import bootstrap, inventory_cli
 
 
 def _fail(message: str) -> None:
@@ -278,6 +278,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     org_create.add_argument("--owner", required=True, help="the owner's email (a user is created if new)")
     org_create.add_argument("--display-name", help="a longer name for people")
     org_create.set_defaults(func=_org_create)
+    inventory_cli.add_org_parsers(org_sub)
 
     ns = sub.add_parser("namespace", help="manage namespaces")
     ns_sub = ns.add_subparsers(dest="ns_command", required=True)
@@ -290,6 +291,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     ns_create.add_argument("--retention-days", dest="retention", type=int, help=argparse.SUPPRESS)
     ns_create.add_argument("--description", default="")
     ns_create.set_defaults(func=_namespace_create)
+    inventory_cli.add_namespace_parsers(ns_sub)
     ns_update = ns_sub.add_parser(
         "update", help="set a namespace's rate limits (requests per second; 'default' restores the default)"
     )
