@@ -116,9 +116,18 @@ _FAILURES = "temporal.api.failure.v1."
 
 
 def _text(field: FieldDescriptor) -> bool:
-    return field.type == FieldDescriptor.TYPE_STRING and not field.containing_type.full_name.startswith(
-        _FAILURES
-    )
+    return field.type == FieldDescriptor.TYPE_STRING and not _container(field).full_name.startswith(_FAILURES)
+
+
+def _container(field: FieldDescriptor) -> Descriptor:
+    assert field.containing_type is not None  # every field belongs to a message
+    return field.containing_type
+
+
+def _message_type(field: FieldDescriptor) -> Descriptor:
+    """The type of a field that is TYPE_MESSAGE (its descriptor names it)."""
+    assert field.message_type is not None
+    return field.message_type
 
 
 _plans: dict[FieldDescriptor, int] = {}
@@ -146,7 +155,7 @@ def _bounded(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> bool
             field.type in _FLOATS
             or _text(field)
             or field.type == FieldDescriptor.TYPE_MESSAGE
-            and _bounded(field.message_type, seen | {name})
+            and _bounded(_message_type(field), seen | {name})
         ):
             found = True
         if found:
@@ -161,13 +170,14 @@ def _plan(field: FieldDescriptor) -> int:
     if plan is None:
         plan = _SKIP
         if field.type == FieldDescriptor.TYPE_MESSAGE:
-            if field.message_type.GetOptions().map_entry:
-                value = field.message_type.fields_by_name["value"]
-                if value.type == FieldDescriptor.TYPE_MESSAGE and _bounded(value.message_type):
+            message = _message_type(field)
+            if message.GetOptions().map_entry:
+                value = message.fields_by_name["value"]
+                if value.type == FieldDescriptor.TYPE_MESSAGE and _bounded(_message_type(value)):
                     plan = _MAP
-                elif _text(field.message_type.fields_by_name["key"]) or _text(value):
+                elif _text(message.fields_by_name["key"]) or _text(value):
                     plan = _TEXT_MAP
-            elif _bounded(field.message_type):
+            elif _bounded(message):
                 plan = _NESTED
         elif field.type in _FLOATS:
             plan = _FLOAT

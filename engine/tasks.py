@@ -51,7 +51,7 @@ def _look_again(shard: int, attempt: int) -> None:
     _retry_sent_at[shard] = now
     try:
         process_shard.apply_async(
-            args=[shard], kwargs={"attempt": attempt + 1}, countdown=BUSY_RETRY_SECONDS, retry=False
+            args=(shard,), kwargs={"attempt": attempt + 1}, countdown=BUSY_RETRY_SECONDS, retry=False
         )
     except Exception as e:  # noqa: BLE001 - the sweep still finds the work
         failure_log.failed("busy-retry", "could not send a retry for a busy shard; the sweep finds it", e)
@@ -87,7 +87,10 @@ def send_shard_due(hint: notify.ShardDue) -> None:
     if time.monotonic() < _paused_until:
         return
     try:
-        process_shard.apply_async(args=[hint.shard], eta=hint.at, retry=False)
+        if hint.at is None:
+            process_shard.apply_async(args=(hint.shard,), retry=False)
+        else:
+            process_shard.apply_async(args=(hint.shard,), eta=hint.at, retry=False)
     except Exception as e:  # noqa: BLE001 - a lost hint is caught by the sweep
         _paused_until = time.monotonic() + BROKER_PAUSE_SECONDS
         log.warning("timer wake-ups paused for %.0fs: the broker refused one (%s)", BROKER_PAUSE_SECONDS, e)

@@ -9,6 +9,10 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 from temporalio.api.command.v1 import Command
 from temporalio.api.enums.v1 import CommandType
+from temporalio.api.workflowservice.v1 import (
+    SignalWithStartWorkflowExecutionRequest,
+    StartWorkflowExecutionRequest,
+)
 
 from engine.bounds import BLOB_SIZE_LIMIT, MAX_ID_LENGTH, duration_problem
 from engine.errors import InvalidArgument
@@ -114,7 +118,7 @@ def _command_name(kind: int) -> str:
     """A command type as Temporal's Go enums print it: COMMAND_TYPE_START_TIMER -> StartTimer."""
     if kind not in CommandType.values():
         return str(kind)
-    words = CommandType.Name(kind).removeprefix("COMMAND_TYPE_").split("_")
+    words = CommandType.Name(CommandType.ValueType(kind)).removeprefix("COMMAND_TYPE_").split("_")
     return "".join(word.capitalize() for word in words)
 
 
@@ -138,7 +142,7 @@ def retry_policy(message: Message, field: str = "retry_policy") -> None:
             raise InvalidArgument(str(e)) from None
 
 
-def start_request(request: Message) -> None:
+def start_request(request: StartWorkflowExecutionRequest | SignalWithStartWorkflowExecutionRequest) -> None:
     """Checks shared by StartWorkflowExecution and SignalWithStartWorkflowExecution."""
     require_id(request.workflow_id, "WorkflowId")
     if not request.HasField("task_queue"):

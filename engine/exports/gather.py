@@ -89,7 +89,7 @@ def _run_section(namespace: Namespace, execution: Execution) -> dict[str, Any]:
         "run_id": execution.run_id,
         "workflow_type": execution.workflow_type,
         "task_queue": execution.task_queue,
-        "status": WorkflowExecutionStatus.Name(execution.status),
+        "status": WorkflowExecutionStatus.Name(WorkflowExecutionStatus.ValueType(execution.status)),
         "start_time": _time(execution.start_time),
         "close_time": _time(execution.close_time),
         "history_length": execution.next_event_id - 1,

@@ -61,29 +61,33 @@ def links(*, namespace: str, events: Iterable[HistoryEvent]) -> dict[str, Any]:
             out["continued_from_run_id"] = a.continued_execution_run_id or None
             out["original_execution_run_id"] = a.original_execution_run_id or None
         elif kind == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
-            a = event.start_child_workflow_execution_initiated_event_attributes
+            initiated = event.start_child_workflow_execution_initiated_event_attributes
             children[event.event_id] = {
-                **_execution(a.namespace or namespace, a.workflow_id, ""),
-                "workflow_type": a.workflow_type.name,
+                **_execution(initiated.namespace or namespace, initiated.workflow_id, ""),
+                "workflow_type": initiated.workflow_type.name,
                 "initiated_event_id": event.event_id,
                 "outcome": "initiated",
             }
         elif kind == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
-            a = event.child_workflow_execution_started_event_attributes
-            child = children.get(a.initiated_event_id)
+            started = event.child_workflow_execution_started_event_attributes
+            child = children.get(started.initiated_event_id)
             if child is not None:
-                child["run_id"] = a.workflow_execution.run_id or None
+                child["run_id"] = started.workflow_execution.run_id or None
                 child["outcome"] = "started"
         elif kind == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_FAILED:
-            a = event.start_child_workflow_execution_failed_event_attributes
-            child = children.get(a.initiated_event_id)
+            start_failed = event.start_child_workflow_execution_failed_event_attributes
+            child = children.get(start_failed.initiated_event_id)
             if child is not None:
                 child["outcome"] = "start_failed"
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-            a = event.workflow_task_failed_event_attributes
-            if a.cause == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW and a.base_run_id:
+            task_failed = event.workflow_task_failed_event_attributes
+            reset = task_failed.cause == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW
+            if reset and task_failed.base_run_id:
                 # A reset run repeats its base's events up to the reset point, then fails that task naming both.
-                out["reset_from"] = {"base_run_id": a.base_run_id, "failed_event_id": event.event_id}
+                out["reset_from"] = {
+                    "base_run_id": task_failed.base_run_id,
+                    "failed_event_id": event.event_id,
+                }
         elif kind in _CLOSE_ATTRIBUTES:
             a = getattr(event, _CLOSE_ATTRIBUTES[kind])
             if a.new_execution_run_id:

@@ -71,7 +71,7 @@ def fingerprint(key: Ed25519PublicKey) -> str:
 def _event_label(event: Any) -> tuple[Any, str]:
     if not isinstance(event, dict):
         return None, ""
-    event_id = event.get("eventId")
+    event_id: Any = event.get("eventId")
     try:
         event_id = int(event_id)
     except (TypeError, ValueError):

@@ -27,7 +27,8 @@ from temporalio.api.schedule.v1 import (
     SchedulePatch,
 )
 
-from engine.schedules.spec import CompiledSpec, NextTime, SpecError, compile_spec
+from engine.schedules.calendar import SpecError
+from engine.schedules.spec import CompiledSpec, NextTime, compile_spec
 
 SKIP = ScheduleOverlapPolicy.SCHEDULE_OVERLAP_POLICY_SKIP
 BUFFER_ONE = ScheduleOverlapPolicy.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE

@@ -66,8 +66,8 @@ def canonicalize(spec: ScheduleSpec) -> ScheduleSpec:
         if (out.timezone_name and out.timezone_name != cron_tz) or out.timezone_data:
             raise SpecError("conflicting timezone names")
         out.timezone_name = cron_tz
-    for cal in out.structured_calendar:
-        validate_structured(cal)
+    for structured in out.structured_calendar:
+        validate_structured(structured)
     for interval in out.interval:
         _validate_interval(interval)
     return out
