@@ -3,6 +3,7 @@ and one that dies is started again while the others keep serving."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -86,7 +87,7 @@ async def test_two_api_processes_share_a_port_and_one_that_dies_comes_back(tmp_p
                     break
                 except RuntimeError:
                     resets += 1
-                    time.sleep(0.2)
+                    await asyncio.sleep(0.2)
             else:
                 raise AssertionError("no connection reached the surviving API process")
         assert resets <= 1
