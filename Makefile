@@ -33,8 +33,14 @@ lint: $(VENV)/.installed-test
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The suite (on $(TEST_WORKERS) pytest-xdist workers, a file per worker at a time so a module's servers
+# start once; 0: in this process), then the tests that measure time or stop processes alone (the `serial`
+# marker, tests/conftest.py). Arguments for both: make test PYTEST_ARGS=-x. Most tests wait on the
+# servers they start, so three workers pay even on 2 cores (48 to 28 minutes there).
+TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test services lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS)
+	$(BIN)/pytest -m serial $(PYTEST_ARGS)
 
 format: $(VENV)/.installed-test
 	$(BIN)/ruff format .

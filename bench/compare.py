@@ -28,8 +28,12 @@ from throughput import (
     BenchResult,
     add_connection_arguments,
     exit_without_finalizing,
+    parse_pids,
     run_benchmark,
 )
+
+EAGER = "+eager"
+"""A scenario name with this suffix runs with the SDK's eager activity execution on (its default)."""
 
 # (label, getter); throughput is higher-is-better, latencies and errors lower-is-better.
 METRICS: list[tuple[str, Callable[[BenchResult], float]]] = [
@@ -39,6 +43,7 @@ METRICS: list[tuple[str, Callable[[BenchResult], float]]] = [
     ("e2e p50 ms", lambda r: r.e2e_ms.p50),
     ("e2e p99 ms", lambda r: r.e2e_ms.p99),
     ("bench cpu s", lambda r: r.client_cpu_s),
+    ("server cpu ms/wf", lambda r: r.server_cpu_ms_per_workflow),
     ("errors", lambda r: float(r.errors)),
 ]
 
@@ -70,6 +75,8 @@ def format_table(
                 statistics.median(get(r) for r in results[(scenario, i)]) for i in range(len(addresses))
             ]
             cells = [f"{v:.0f}" if name == "errors" else f"{v:.2f}" for v in values]
+            if name.startswith("server cpu") and all(v != v for v in values):  # NaN: no --server-pids
+                continue
             ratios = [_ratio(values[0], v) for v in values[1:]]
             rows.append([scenario, name, *cells, *ratios])
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
@@ -100,6 +107,7 @@ async def _compare(
     the run (warming up, or slowing down as its store fills) does not always favour the same side.
     """
     results: dict[tuple[str, int], list[BenchResult]] = {}
+    server_pids = [parse_pids(group) for group in args.server_pids.split(",")] if args.server_pids else []
     for scenario in scenarios:
         for round_no in range(args.rounds):
             order = list(enumerate(addresses))
@@ -114,7 +122,7 @@ async def _compare(
                 results.setdefault((scenario, index), []).append(
                     await run_benchmark(
                         address=address,
-                        scenario=scenario,
+                        scenario=scenario.removesuffix(EAGER),
                         namespace=args.namespace,
                         workflows=args.workflows,
                         concurrency=args.concurrency,
@@ -122,7 +130,8 @@ async def _compare(
                         api_key=args.api_key,
                         tls=args.tls,
                         timeout_s=args.timeout,
-                        eager_activities=args.eager_activities,
+                        eager_activities=args.eager_activities or scenario.endswith(EAGER),
+                        server_pids=server_pids[index] if server_pids else None,
                     )
                 )
     return results
@@ -134,12 +143,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scenarios",
         default="one_activity,ten_activities",
-        help=f"comma-separated, from {','.join(SCENARIOS)}",
+        help=f"comma-separated, from {','.join(SCENARIOS)}; a {EAGER} suffix turns eager activities on "
+        "(one_activity,one_activity+eager measures both ways)",
     )
     parser.add_argument(
         "--rounds", type=int, default=1, help="repeat, alternating the order; report medians (default 1)"
     )
     parser.add_argument("--json", dest="json_path", default=None, help="also write every result here")
+    parser.add_argument(
+        "--server-pids",
+        default="",
+        help="per address, comma-separated, each server's process ids joined by '+' (descendants count too): "
+        "adds server CPU per workflow",
+    )
     add_connection_arguments(parser)
     args = parser.parse_args(argv)
 
@@ -149,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--addresses needs at least two addresses (they may be identical)")
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
-    unknown = [s for s in scenarios if s not in SCENARIOS]
+    unknown = [s for s in scenarios if s.removesuffix(EAGER) not in SCENARIOS]
+    if args.server_pids and len(args.server_pids.split(",")) != len(addresses):
+        parser.error("--server-pids needs one group of pids per address")
     if unknown or not scenarios:
         parser.error(f"unknown scenarios {unknown}; choose from {', '.join(SCENARIOS)}")
 

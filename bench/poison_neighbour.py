@@ -185,7 +185,7 @@ async def poison_commands(address: str, namespace: str, stop_at: float) -> dict[
 # --------------------------------------------------------------------------- B's measurement
 
 
-async def measure(client, queue: str, rate: float, seconds: float) -> tuple[list[float], int]:  # type: ignore[no-untyped-def]
+async def measure(client, queue: str, rate: float, seconds: float) -> tuple[list[float], int]:
     """Start B's sleepers at `rate` a second for `seconds`; their timer lateness (ms) once all are done."""
     from temporalio.api.enums.v1 import EventType
 

@@ -12,8 +12,8 @@ StartWorkflowExecution latency (official SDK, paced at a fixed rate) twice in on
 It reports B's p50/p99 start latency in both phases, their ratio, and what the flood offered, got
 through and was refused. `--control` adds a phase between them where A sends exactly its limit: what
 B pays for a neighbour's admitted work, so the cost of the excess alone can be read off. `--elsewhere`
-adds a last phase where the same flood goes to another server (`perdura dev`) on the same machine: what B
-pays for the machine's CPU alone, which a server cannot isolate. Unlike bench/throughput.py this is Perdura-specific (it configures limits
+adds a last phase where the same flood goes to another server of the same mode on the same machine (its own
+database, and in production its own processes and Redis database): what B pays for the machine's CPU alone, which a server cannot isolate. Unlike bench/throughput.py this is Perdura-specific (it configures limits
 with the operator CLI), so it imports the test support that starts servers.
 
 Usage::
@@ -44,6 +44,8 @@ sys.path.insert(0, str(ROOT))
 from tests.support import servers  # noqa: E402
 
 FLOOD_CONCURRENCY = 16
+ELSEWHERE_REDIS_DB = 3
+"""The `--elsewhere` production server's Redis database (its Celery queues and buckets apart from B's server's)."""
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -283,7 +285,7 @@ def main() -> int:
     parser.add_argument(
         "--elsewhere",
         action="store_true",
-        help="also measure B while the same flood goes to another server on this machine (`perdura dev`)",
+        help="also measure B while the same flood goes to another server of the same mode on this machine",
     )
     parser.add_argument(
         "--no-namespace-header",
@@ -310,9 +312,15 @@ def main() -> int:
             running = stack.enter_context(servers.production(Path(tmp), url, env=server_env))
         elsewhere = None
         if args.elsewhere:
+            # A server like the measured one, so the admitted part of the flood costs the machine the same.
             other = Path(tmp) / "elsewhere"
             other.mkdir()
-            elsewhere = stack.enter_context(servers.dev_server(other))
+            if args.mode == "dev":
+                elsewhere = stack.enter_context(servers.dev_server(other))
+            else:
+                other_url = stack.enter_context(servers.postgres_database())
+                other_redis = servers.REDIS_URL.rpartition("/")[0] + f"/{ELSEWHERE_REDIS_DB}"
+                elsewhere = stack.enter_context(servers.production(other, other_url, redis_url=other_redis))
         result = asyncio.run(run(args, running, elsewhere))
     text = json.dumps(result, indent=2)
     print(text)

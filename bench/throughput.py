@@ -137,10 +137,21 @@ class BenchResult:
     e2e_ms: LatencyStats
     errors: int
     client_cpu_s: float = 0.0
+    server_cpu_s: float | None = None
+    """CPU of the server's processes and their descendants over the measured phase (--server-pids)."""
+    eager_activities: bool = False
     error_samples: list[str] = field(default_factory=list)
+
+    @property
+    def server_cpu_ms_per_workflow(self) -> float:
+        if self.server_cpu_s is None or self.workflows <= 0:
+            return float("nan")
+        return 1000.0 * self.server_cpu_s / self.workflows
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        if self.server_cpu_s is not None:
+            data["server_cpu_ms_per_workflow"] = round(self.server_cpu_ms_per_workflow, 3)
         if not self.error_samples:
             data.pop("error_samples")
         return data
@@ -161,6 +172,10 @@ class BenchResult:
             f"e2e latency      {lat(self.e2e_ms)}",
             f"bench CPU        {self.client_cpu_s:.2f} s ({cpu_pct:.0f}% of one core over the wall time)",
         ]
+        if self.server_cpu_s is not None:
+            lines.append(
+                f"server CPU       {self.server_cpu_s:.2f} s, {self.server_cpu_ms_per_workflow:.2f} ms per workflow"
+            )
         lines.extend(f"error sample     {sample}" for sample in self.error_samples)
         return lines
 
@@ -173,6 +188,39 @@ def percentile(ordered: list[float], pct: float) -> float:
     low = int(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_tree_cpu_s(roots: list[int]) -> float:
+    """CPU seconds (user + system) of the processes `roots` and all their descendants, from /proc (Linux).
+
+    Each process counts its own time plus its reaped children's (cutime, cstime), so a worker that exits
+    during the phase still counts; live descendants count through their own entries. A server is usually
+    several processes (`perdura api` and its workers, Celery's pool, Postgres's backends under the
+    postmaster): pass the parents."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces
+        pid = int(entry)
+        parents[pid] = int(fields[1])
+        ticks[pid] = sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+    wanted = set(roots)
+    grew = True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in wanted and pid not in wanted}
+        wanted |= more
+        grew = bool(more)
+    return sum(ticks.get(pid, 0) for pid in wanted) / _CLOCK_TICKS
 
 
 @dataclass
@@ -236,6 +284,7 @@ async def run_benchmark(
     tls: bool | None = None,
     timeout_s: float = 60.0,
     eager_activities: bool = False,
+    server_pids: list[int] | None = None,
 ) -> BenchResult:
     """Run one scenario against one address with a dedicated worker; the worker is shut down on return.
 
@@ -266,10 +315,15 @@ async def run_benchmark(
                 client, scenario, task_queue, prefix, warmup, min(warmup, concurrency), timeout_s
             )
         cpu_before = time.process_time()  # whole process, including the SDK's Rust threads
+        server_before = process_tree_cpu_s(server_pids) if server_pids else 0.0
         samples = await _run_batch(
             client, scenario, task_queue, f"bench-{scenario}-{run_id}", workflows, concurrency, timeout_s
         )
+        if server_pids:
+            server_cpu["s"] = process_tree_cpu_s(server_pids) - server_before
         return samples, time.process_time() - cpu_before
+
+    server_cpu: dict[str, float] = {}
 
     # Not `async with worker`: if the worker fails at start-up (e.g. unknown namespace), the SDK's
     # __aexit__ waits forever for a shutdown that never completes. Running both as tasks lets a dead
@@ -291,6 +345,9 @@ async def run_benchmark(
     samples, cpu_s = measure_task.result()
     result = _summarise(address, scenario, workflows, concurrency, samples)
     result.client_cpu_s = round(cpu_s, 3)
+    result.eager_activities = eager_activities
+    if "s" in server_cpu:
+        result.server_cpu_s = round(server_cpu["s"], 3)
     return result
 
 
@@ -324,6 +381,11 @@ def _summarise(
 # --------------------------------------------------------------------------- command line
 
 
+def parse_pids(text: str) -> list[int]:
+    """`123+456`: the processes of one server (see process_tree_cpu_s)."""
+    return [int(p) for p in text.split("+") if p.strip()]
+
+
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared with bench/compare.py."""
     parser.add_argument("--namespace", default="default")
@@ -350,6 +412,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--address", required=True, help="host:port of the Temporal-API frontend")
     parser.add_argument("--scenario", required=True, choices=SCENARIOS)
     parser.add_argument("--json", dest="json_path", default=None, help="also write the result here")
+    parser.add_argument(
+        "--server-pids",
+        default="",
+        help="the server's process ids joined by '+' (their descendants count too): report its CPU per workflow",
+    )
     add_connection_arguments(parser)
     args = parser.parse_args(argv)
     if args.workflows < 1 or args.concurrency < 1 or args.warmup < 0:
@@ -367,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             tls=args.tls,
             timeout_s=args.timeout,
             eager_activities=args.eager_activities,
+            server_pids=parse_pids(args.server_pids) or None,
         )
     )
     print("\n".join(result.summary_lines()))

@@ -211,7 +211,7 @@ def generate(
             custom["Note"] = " ".join(rnd.choices(NOTE_WORDS, k=rnd.randint(3, 12)))
         for key, value in custom.items():
             type_name = TYPE_NAMES[key]
-            shown = _iso(value) if key == "DueAt" else value  # type: ignore[arg-type]
+            shown = _iso(value) if key == "DueAt" else value  # type: ignore[arg-type]  # DueAt's values are datetimes
             attrs.indexed_fields[key].CopyFrom(_payload(shown, type_name))
         parent = None
         if rnd.random() < 0.05:
@@ -402,23 +402,23 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def perdura_api(env: dict[str, str]) -> Iterator[str]:
-    """`perdura api` on the benchmark database: its address."""
+def perdura_process(env: dict[str, str], command: str, *args: str) -> Iterator[int]:
+    """`perdura <command> --ip 127.0.0.1 --port P <args>` on the benchmark database, once it listens: P."""
     port = _free_port()
-    log = Path(env["PERDURA_DATA_DIR"]) / "api.log"
+    log = Path(env["PERDURA_DATA_DIR"]) / f"{command}.log"
     proc = subprocess.Popen(
-        [PERDURA, "api", "--ip", "127.0.0.1", "--port", str(port)],
+        [PERDURA, command, "--ip", "127.0.0.1", "--port", str(port), *args],
         env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT, cwd=ROOT,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"perdura api did not start:\n{log.read_text()[-4000:]}")
+                raise RuntimeError(f"perdura {command} did not start:\n{log.read_text()[-4000:]}")
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 break
             time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
+        yield port
     finally:
         proc.terminate()
         try:
@@ -426,6 +426,13 @@ def perdura_api(env: dict[str, str]) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def perdura_api(env: dict[str, str]) -> Iterator[str]:
+    """`perdura api` on the benchmark database: its address."""
+    with perdura_process(env, "api") as port:
+        yield f"127.0.0.1:{port}"
 
 
 # --- the queries (any server) -----------------------------------------------------------------------

@@ -25,10 +25,12 @@ Pure: no I/O; the walk mutates only the capped Duration fields of the request it
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from engine.errors import InvalidArgument
 
@@ -239,9 +241,10 @@ def _no_nul(text: object, path: tuple) -> None:
 def _message(item: Message, *, path: tuple, depth: int, in_commands: bool) -> None:
     kind = item.DESCRIPTOR.full_name
     if kind == _DURATION:
-        cap_duration(item)  # type: ignore[arg-type]
+        cap_duration(cast(Duration, item))
     elif kind == _TIMESTAMP:
-        seconds, nanos = item.seconds, item.nanos  # type: ignore[attr-defined]
+        timestamp = cast(Timestamp, item)
+        seconds, nanos = timestamp.seconds, timestamp.nanos
         if not (MIN_TIMESTAMP_SECONDS <= seconds <= MAX_TIMESTAMP_SECONDS and 0 <= nanos < _NANOS):
             raise InvalidArgument(
                 f"Invalid timestamp {_dotted(path)}: it must lie between 0001-01-01 and 9999-12-31 "

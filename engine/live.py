@@ -25,9 +25,14 @@ import logging
 import threading
 import time
 import uuid
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.db import transaction
+
+if TYPE_CHECKING:
+    import redis
+    import redis.asyncio
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +62,7 @@ def run_group(namespace_id: uuid.UUID | str, execution_pk: int) -> str:
 _VERSION_KEY = "perdura-live:namespace-version:"
 _VERSION_TTL = 7 * 24 * 3600
 _memory_versions: dict[str, int] = {}
-_redis_client: object | None = None
+_redis_client: redis.Redis | None = None
 
 
 def namespace_version(namespace_id: uuid.UUID | str) -> str | None:
@@ -75,7 +80,8 @@ def namespace_version(namespace_id: uuid.UUID | str) -> str | None:
 
         if _redis_client is None:
             _redis_client = redis.Redis.from_url(settings.PERDURA_REDIS_URL, socket_timeout=1)
-        value = _redis_client.get(_VERSION_KEY + key)  # type: ignore[attr-defined]
+        # The client is made without decode_responses: Redis answers bytes.
+        value = cast(bytes | None, _redis_client.get(_VERSION_KEY + key))
     except Exception:  # Redis away: the socket re-reads, as without versions
         return None
     return value.decode() if value else "0"
@@ -90,7 +96,7 @@ class _Sender:
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._web_loop: asyncio.AbstractEventLoop | None = None
-        self._redis: object | None = None
+        self._redis: redis.asyncio.Redis | None = None
 
     def use_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Publish on `loop` from now on (the web server's, for the in-memory layer)."""
@@ -143,7 +149,7 @@ class _Sender:
 
         if self._redis is None:
             self._redis = redis.asyncio.Redis.from_url(settings.PERDURA_REDIS_URL, socket_timeout=5)
-        async with self._redis.pipeline(transaction=False) as pipe:  # type: ignore[attr-defined]
+        async with self._redis.pipeline(transaction=False) as pipe:
             for namespace_id in namespaces:
                 key = _VERSION_KEY + uuid.UUID(namespace_id).hex
                 pipe.incr(key)
@@ -152,7 +158,7 @@ class _Sender:
             answers = await pipe.execute()
         return {group.decode() for group in answers[-1]}
 
-    async def _publish(self, layer: object, batch: set[tuple[str, int]]) -> None:
+    async def _publish(self, layer: Any, batch: set[tuple[str, int]]) -> None:
         sends: list[tuple[str, dict]] = []
         namespaces: set[str] = set()
         for namespace_id, pk in batch:
@@ -167,7 +173,7 @@ class _Sender:
         # A few at once (each is a few Redis round trips), never one connection per hint.
         for start in range(0, len(sends), _CONCURRENT_SENDS):
             chunk = sends[start : start + _CONCURRENT_SENDS]
-            await asyncio.gather(*(layer.group_send(group, message) for group, message in chunk))  # type: ignore[attr-defined]
+            await asyncio.gather(*(layer.group_send(group, message) for group, message in chunk))
 
 
 sender = _Sender()

@@ -146,6 +146,8 @@ class ShardLease(models.Model):
     owner = models.CharField(max_length=255, default="")
     range_id = models.BigIntegerField(default=0)
     expires_at = models.DateTimeField(null=True)
+    passed_at = models.DateTimeField(null=True)
+    """When the latest pass over the shard began (its lease taken): a wake-up sent before then is spent."""
 
 
 class Query(models.Model):
@@ -221,12 +223,45 @@ class Schedule(ShardQueueRow):
         ]
 
 
-class Reencryption(models.Model):
+class Retention(ShardQueueRow):
+    """A closed run's retention timer: when `due_at` passes, the shard's owner deletes the run.
+
+    Created in the transaction that closes the run (engine/persistence/store.py), due at the close
+    time plus the namespace's retention then. The deletion goes in fenced, bounded steps (the
+    visibility record and document, history, tasks, queries, timers, transfers, then the run's row
+    and this row); `step` is where it stands, saved with each step's last delete, so a crash resumes
+    there (engine/shards/retention.py). Nothing scans runs for expiry: only these rows are due.
+    """
+
+    shard = models.SmallIntegerField()
+    due_at = models.DateTimeField()
+    execution = models.OneToOneField(Execution, on_delete=models.CASCADE, related_name="+")
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    step = models.SmallIntegerField(default=0, db_default=0)
+    """engine.history.retention.Step: the first deletion step not finished yet."""
+
+    class Meta:
+        indexes = [
+            # Probed per shard for its earliest live row (the sweep), then read in due order.
+            models.Index(fields=["shard", "due_at"], name="retention_live_due", condition=_LIVE),
+            models.Index(fields=["parked_at"], name="retention_parked", condition=_PARKED),
+            # A deleted namespace's rows, brought forward in batches (engine/shards/namespace_purge.py).
+            models.Index(fields=["namespace", "due_at"], name="retention_by_namespace", condition=_LIVE),
+        ]
+
+
+class Reencryption(ShardQueueRow):
     """A namespace's move of its old ciphertexts to its current data key (engine/persistence/reencrypt.py).
 
-    The cursors make it resumable: runs by row id, then schedules by row id."""
+    A shard queue row: the shard that owns it (engine/shards/reencryption.py) moves a batch of runs per
+    transaction, fenced on its lease, the cursors and counters committing with the batch, so a worker killed
+    mid-job leaves the job to the shard's next owner, neither skipping nor counting a run twice. The
+    cursors make it resumable: runs by row id, then schedules by row id. `next_wakeup_at` is when the shard
+    loop takes it next (null once finished); a job whose batches keep raising is parked."""
 
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
+    shard = models.SmallIntegerField(default=0)
+    next_wakeup_at = models.DateTimeField(null=True)
     target_version = models.PositiveIntegerField()
     """Rows sealed under an older version are moved; newer writes are sealed under it or later already."""
     runs_after = models.BigIntegerField(default=0)
@@ -243,5 +278,172 @@ class Reencryption(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["namespace"], condition=Q(finished_at__isnull=True), name="reencryption_one_running"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["shard", "next_wakeup_at"], name="reencryption_live_due", condition=_LIVE),
+            models.Index(fields=["parked_at"], name="reencryption_parked", condition=_PARKED),
+        ]
+
+
+class BatchOperation(ShardQueueRow):
+    """A batch operation (StartBatchOperation): one action over a snapshot of runs, paced, resumable.
+
+    Its targets are BatchTarget rows written when it starts. The shard that owns the row takes its due
+    targets one at a time; each target's action on its run, the target's outcome and these counters commit
+    in one transaction fenced on the shard's lease, so a worker killed mid-batch neither skips nor repeats
+    a run. `next_wakeup_at` is the due time the shard loop scans (null once the batch has closed); a batch
+    whose processing keeps raising is parked like any shard queue row.
+    """
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
+    job_id = models.CharField(max_length=1000)
+    shard = models.SmallIntegerField()
+    operation_type = models.SmallIntegerField()
+    """temporal.api.enums.v1.BatchOperationType."""
+    state = models.SmallIntegerField()
+    """temporal.api.enums.v1.BatchOperationState: RUNNING, COMPLETED or FAILED (stopped)."""
+    reason = models.TextField()
+    identity = models.CharField(max_length=1000, default="")
+    query = models.TextField(default="")
+    """The visibility query the targets were taken from; empty for an explicit list of runs."""
+    operation = models.BinaryField()
+    """The operation's own message (signal name and input, reset options...), sealed: it carries payloads."""
+    rps = models.FloatField()
+    """Actions per second at most (PERDURA_BATCH_RPS, or less if the request asked for less)."""
+    paced_until = models.DateTimeField()
+    """When the next action may run at that rate (a token bucket kept as one time, with a 1 s burst)."""
+    next_wakeup_at = models.DateTimeField(null=True)
+    total = models.IntegerField(default=0)
+    completed = models.IntegerField(default=0)
+    failed = models.IntegerField(default=0)
+    start_time = models.DateTimeField()
+    close_time = models.DateTimeField(null=True)
+    stop_reason = models.TextField(default="")
+    stop_identity = models.CharField(max_length=1000, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "job_id"], name="batch_unique_job"),
+            # Temporal's frontend.MaxConcurrentBatchOperationPerNamespace, 1 by default, held by the database.
+            models.UniqueConstraint(fields=["namespace"], condition=Q(state=1), name="batch_one_running"),
+        ]
+        indexes = [
+            models.Index(fields=["shard", "next_wakeup_at"], name="batch_live_due", condition=_LIVE),
+            models.Index(fields=["parked_at"], name="batch_parked", condition=_PARKED),
+            models.Index(fields=["namespace", "-id"], name="batch_newest_first"),
+        ]
+
+
+class BatchTarget(models.Model):
+    """One run a batch acts on, snapshotted when the batch starts; `outcome` says whether it is done."""
+
+    PENDING, COMPLETED, FAILED = 0, 1, 2
+
+    batch = models.ForeignKey(BatchOperation, on_delete=models.CASCADE, db_index=False)
+    seq = models.IntegerField()
+    """The target's place in the snapshot: targets are taken in this order."""
+    workflow_id = models.CharField(max_length=1000)
+    run_id = models.CharField(max_length=64, default="")
+    outcome = models.SmallIntegerField(default=0)
+    error = models.TextField(default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["batch", "seq"], name="batch_target_seq")]
+        indexes = [
+            models.Index(fields=["batch", "seq"], name="batch_target_pending", condition=Q(outcome=0)),
+        ]
+
+
+class HistoryArchive(models.Model):
+    """Where a run's history was archived (engine/archival/history.py), kept after the run is deleted.
+
+    Written in the fenced transaction that ends the run's ARCHIVE retention step, once the object was
+    read back and its checksum compared. The run is named by its ids, not its row (which retention then
+    deletes). `uri` is the namespace's history archival URI when the run was archived: a namespace that
+    moves to another URI leaves its earlier runs readable where they went.
+    """
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False, related_name="+")
+    workflow_id = models.CharField(max_length=1000)
+    run_id = models.CharField(max_length=64)
+    close_time = models.DateTimeField()
+    uri = models.CharField(max_length=1024)
+    bucket = models.CharField(max_length=63)
+    key = models.CharField(max_length=1024)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.BigIntegerField()
+    events = models.BigIntegerField()
+    """How many events the archive holds (1 through `events`)."""
+    data_key_version = models.PositiveIntegerField()
+    """The namespace data key version sealing the object (kept by rotation: versions are never deleted)."""
+    archived_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "workflow_id", "run_id"], name="history_archive_run")
+        ]
+        indexes = [
+            # A read without a run id takes the workflow id's newest archived run.
+            models.Index(fields=["namespace", "workflow_id", "-close_time"], name="history_archive_latest"),
+        ]
+
+
+class WorkerDeployment(models.Model):
+    """A worker deployment of a namespace, learned from the first versioned poll that names it.
+
+    Its routing config (current and ramping build ids) decides which version new and auto-upgrade runs
+    go to; `revision` is the routing config's revision number and the conflict token's content.
+    """
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
+    name = models.CharField(max_length=255)
+    created_at = models.DateTimeField()
+    current_build_id = models.CharField(max_length=255, blank=True, default="")
+    current_changed_at = models.DateTimeField(null=True)
+    ramping_build_id = models.CharField(max_length=255, blank=True, default="")
+    ramping_percentage = models.FloatField(default=0.0)
+    ramping_changed_at = models.DateTimeField(null=True)
+    ramping_percentage_changed_at = models.DateTimeField(null=True)
+    revision = models.BigIntegerField(default=0)
+    last_modifier_identity = models.CharField(max_length=1000, blank=True, default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="worker_deployment_name")]
+
+
+class WorkerDeploymentVersion(models.Model):
+    """One build id of a worker deployment, learned from its pollers; `metadata` is a VersionMetadata."""
+
+    deployment = models.ForeignKey(WorkerDeployment, on_delete=models.CASCADE, related_name="versions")
+    build_id = models.CharField(max_length=255)
+    created_at = models.DateTimeField()
+    current_since = models.DateTimeField(null=True)
+    ramping_since = models.DateTimeField(null=True)
+    routing_changed_at = models.DateTimeField(null=True)
+    first_activation_at = models.DateTimeField(null=True)
+    last_current_at = models.DateTimeField(null=True)
+    last_deactivation_at = models.DateTimeField(null=True)
+    last_poll_at = models.DateTimeField()
+    metadata = models.BinaryField(default=b"")
+    last_modifier_identity = models.CharField(max_length=1000, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["deployment", "build_id"], name="worker_deployment_build_id")
+        ]
+
+
+class WorkerDeploymentTaskQueue(models.Model):
+    """A task queue that a deployment's versioned workers poll: its new runs follow that deployment's routing."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
+    task_queue = models.CharField(max_length=1000)
+    deployment = models.ForeignKey(WorkerDeployment, on_delete=models.CASCADE, related_name="task_queues")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "task_queue", "deployment"], name="worker_deployment_task_queue"
             )
         ]

@@ -50,11 +50,13 @@ TIMERS_KEY = "timers"
 class Waiter:
     """One registration: create it before checking for work, then await it (no lost wake-ups)."""
 
-    __slots__ = ("_event", "_hub", "_keys", "_loop")
+    __slots__ = ("_event", "_hub", "_keys", "_loop", "group")
 
-    def __init__(self, hub: Hub, keys: tuple[str, ...]) -> None:
+    def __init__(self, hub: Hub, keys: tuple[str, ...], group: str = "") -> None:
         self._hub = hub
         self._keys = keys
+        self.group = group
+        """Which pollers of a task queue it stands for: a worker deployment version, or "" (unversioned)."""
         self._loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
 
@@ -86,15 +88,19 @@ class Waiter:
 
 
 class Hub:
-    """Waiters by key. Task-queue keys wake one waiter per new task; other keys wake everyone."""
+    """Waiters by key. Task-queue keys wake one waiter per new task (one of each group); other keys wake
+    everyone."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[str, list[Waiter]] = defaultdict(list)
         self._listeners: list[Callable[[Mapping[str, int]], object]] = []
 
-    def waiter(self, *keys: str) -> Waiter:
-        w = Waiter(self, keys)
+    def waiter(self, *keys: str, group: str = "") -> Waiter:
+        """Register a waiter on `keys`. On a task-queue key, `group` names the pollers it stands for (their
+        worker deployment version): a new task wakes one waiter of each group, since the task may be
+        routed to any of them and a poller of another version would leave it for its own pollers."""
+        w = Waiter(self, keys, group)
         with self._lock:
             for key in keys:
                 self._waiters[key].append(w)
@@ -121,7 +127,11 @@ class Hub:
             for key, count in counts.items():
                 bucket = self._waiters.get(key, ())
                 if key.startswith(_TASK_QUEUE_PREFIX):
-                    woken.extend([w for w in bucket if not w.fired][:count])
+                    taken: dict[str, int] = defaultdict(int)
+                    for w in bucket:
+                        if not w.fired and taken[w.group] < count:
+                            taken[w.group] += 1
+                            woken.append(w)
                 else:
                     woken.extend(bucket)
         for w in woken:
@@ -143,9 +153,12 @@ def publish_on_commit(keys: Mapping[str, int]) -> None:
     if not keys:
         return
     if connection.vendor == "postgresql":
+        # One statement for all of them: a workflow task's completion announces five or more keys.
+        params: list[str] = []
+        for key, count in keys.items():
+            params += [CHANNEL, f"{key}|{count}"]
         with connection.cursor() as cursor:
-            for key, count in keys.items():
-                cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, f"{key}|{count}"])
+            cursor.execute("SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(keys)), params)
     transaction.on_commit(lambda: hub.publish(keys))
 
 

@@ -76,3 +76,22 @@ def _is_uuid(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+_BATCHES = b"batch:"
+
+
+def batches_encode(last_pk: int) -> bytes:
+    return base64.urlsafe_b64encode(_BATCHES + str(last_pk).encode())
+
+
+def batches_decode(token: bytes) -> int:
+    """The row id the previous ListBatchOperations page ended with."""
+    try:
+        raw = base64.b64decode(token, altchars=b"-_", validate=True)
+    except (ValueError, binascii.Error):
+        raise InvalidArgument(INVALID) from None
+    text = raw.removeprefix(_BATCHES) if raw.startswith(_BATCHES) else b""
+    if not text.isdigit():
+        raise InvalidArgument(INVALID)
+    return _event_id(int(text))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 
 from celery import shared_task
 from celery.signals import worker_process_shutdown, worker_shutting_down
+from perdura import clock, metrics
 
 from engine import notify
-from engine.shards import budget, timers
+from engine.persistence import leases, wakeups
+from engine.shards import budget, namespace_purge, timers
 from engine.shards.failure_log import FailureLog
 from engine.shards.loop import owner_name
 
@@ -25,29 +28,41 @@ again (_queue_again), behind the hints already waiting, instead of waiting for t
 
 
 @shared_task(name="engine.tasks.process_shard", ignore_result=True)
-def process_shard(shard: int, attempt: int = 0) -> int:
+def process_shard(shard: int, attempt: int = 0, since: float | None = None) -> int:
     """Fire the shard's due timers. Sent with an ETA when a timer is created, and by the sweep.
+
+    `since` (epoch seconds) is when the work this message announces was committed and due. A pass that
+    began after it has seen that work, so the message is dropped at the cost of one read: a burst of
+    wake-ups for a few shards (100 children finishing) would otherwise queue a pass each, and another
+    tenant's timer due meanwhile would wait behind all of them in the pool's queue.
 
     A failing row is charged to the row (engine/shards/parking.py); what still escapes (an outage) is
     logged here at a limited rate instead of by Celery on every sweep, and the sweep tries again.
     """
-    pass_budget = budget.Budget(WORKER_PASS_SECONDS)
     try:
+        if since is not None and leases.passed_since(shard, datetime.fromtimestamp(since, UTC)):
+            metrics.shard_wakeups_spent.inc()
+            return 0
+        pass_budget = budget.Budget(WORKER_PASS_SECONDS)
         done = timers.process_shard(shard, owner_name(), budget=pass_budget)
     except Exception as e:  # noqa: BLE001 - the rows stay; the next sweep retries
         failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; the sweep retries it", e)
         return 0
     if done is None:
-        _look_again(shard, attempt)
+        _look_again(shard, attempt, since)
         return 0
     if pass_budget.spent() and not budget.stop_requested.is_set():
         _queue_again(shard)
     return done
 
 
+def _sent_now() -> dict[str, float]:
+    return {"since": time.time()}
+
+
 def _queue_again(shard: int) -> None:
     try:
-        process_shard.apply_async(args=(shard,), retry=False)
+        process_shard.apply_async(args=(shard,), kwargs=_sent_now(), retry=False)
     except Exception as e:  # noqa: BLE001 - the sweep still finds the work
         failure_log.failed("requeue", "could not queue a busy shard again; the sweep finds it", e)
 
@@ -57,7 +72,7 @@ BUSY_RETRIES = 3
 _retry_sent_at: dict[int, float] = {}
 
 
-def _look_again(shard: int, attempt: int) -> None:
+def _look_again(shard: int, attempt: int, since: float | None) -> None:
     """Another process held the shard's lease when this hint came. It looks for due work once more
     before letting go, but a hint that lands between that look and the release would wait for the
     sweep: send one short retry. At most one is in flight per shard from this process, and a chain of
@@ -68,7 +83,10 @@ def _look_again(shard: int, attempt: int) -> None:
     _retry_sent_at[shard] = now
     try:
         process_shard.apply_async(
-            args=(shard,), kwargs={"attempt": attempt + 1}, countdown=BUSY_RETRY_SECONDS, retry=False
+            args=(shard,),
+            kwargs={"attempt": attempt + 1, "since": since},
+            countdown=BUSY_RETRY_SECONDS,
+            retry=False,
         )
     except Exception as e:  # noqa: BLE001 - the sweep still finds the work
         failure_log.failed("busy-retry", "could not send a retry for a busy shard; the sweep finds it", e)
@@ -76,11 +94,23 @@ def _look_again(shard: int, attempt: int) -> None:
 
 @shared_task(name="engine.tasks.sweep", ignore_result=True)
 def sweep() -> int:
-    """Beat's safety net: queue every shard with due timers, so a lost wake-up only delays a timer."""
+    """Beat's safety net: queue every shard with due timers, so a lost wake-up only delays a timer. And the
+    wake-ups of timers that must fire on time and come due within the next two sweeps: their creation
+    sent none when they were further away (engine/persistence/wakeups.py)."""
     shards = timers.due_shards()
     for shard in shards:
-        process_shard.delay(shard)
+        process_shard.apply_async(args=(shard,), kwargs=_sent_now())
+    now = clock.now()
+    for shard, at in timers.coming_due(now, now + wakeups.ahead(), wakeups.PRECISE):
+        # A timer seen by two sweeps gets two wake-ups: the second finds the pass done and costs a read.
+        process_shard.apply_async(args=(shard,), kwargs={"since": at.timestamp()}, eta=at, retry=False)
     return len(shards)
+
+
+@shared_task(name="engine.tasks.purge_deleted_namespaces", ignore_result=True)
+def purge_deleted_namespaces() -> int:
+    """Beat's pass over deleted namespaces: their open runs terminated, their retention rows due now."""
+    return namespace_purge.purge_pass()
 
 
 @worker_shutting_down.connect
@@ -103,11 +133,13 @@ def send_shard_due(hint: notify.ShardDue) -> None:
     global _paused_until
     if time.monotonic() < _paused_until:
         return
+    # The work was committed before now and is due at hint.at: a pass that began after both has seen it.
+    since = time.time() if hint.at is None else max(time.time(), hint.at.timestamp())
     try:
         if hint.at is None:
-            process_shard.apply_async(args=(hint.shard,), retry=False)
+            process_shard.apply_async(args=(hint.shard,), kwargs={"since": since}, retry=False)
         else:
-            process_shard.apply_async(args=(hint.shard,), eta=hint.at, retry=False)
+            process_shard.apply_async(args=(hint.shard,), kwargs={"since": since}, eta=hint.at, retry=False)
     except Exception as e:  # noqa: BLE001 - a lost hint is caught by the sweep
         _paused_until = time.monotonic() + BROKER_PAUSE_SECONDS
         log.warning("timer wake-ups paused for %.0fs: the broker refused one (%s)", BROKER_PAUSE_SECONDS, e)

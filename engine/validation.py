@@ -8,15 +8,18 @@ from collections.abc import Sequence
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 from temporalio.api.command.v1 import Command
+from temporalio.api.common.v1 import Priority
 from temporalio.api.enums.v1 import CommandType
 from temporalio.api.workflowservice.v1 import (
     SignalWithStartWorkflowExecutionRequest,
+    StartActivityExecutionRequest,
     StartWorkflowExecutionRequest,
 )
 
 from engine.bounds import BLOB_SIZE_LIMIT, MAX_ID_LENGTH, duration_problem
 from engine.errors import InvalidArgument
-from engine.history import cron, retry
+from engine.history import cron, retry, retry_jitter, versioning
+from visibility.divisions import is_activity_host
 
 __all__ = ["BLOB_SIZE_LIMIT", "MAX_ID_LENGTH"]
 
@@ -26,6 +29,9 @@ def require_id(value: str, name: str) -> None:
         raise InvalidArgument(f"{name} is not set on request.")
     if len(value) > MAX_ID_LENGTH:
         raise InvalidArgument(f"{name} exceeds maximum allowed length ({len(value)}/{MAX_ID_LENGTH})")
+    if name == "WorkflowId" and is_activity_host(value):
+        # The runs hosting standalone activities have such ids: no workflow call may reach them.
+        raise InvalidArgument(f"{name} may not begin with the control character U+001F")
 
 
 def run_id(value: str) -> None:
@@ -158,6 +164,9 @@ def start_request(request: StartWorkflowExecutionRequest | SignalWithStartWorkfl
     non_negative(request.workflow_run_timeout, "WorkflowRunTimeout")
     non_negative(request.workflow_task_timeout, "WorkflowTaskTimeout")
     retry_policy(request)
+    jitter_problem = retry_jitter.header_problem(request.header if request.HasField("header") else None)
+    if jitter_problem is not None:
+        raise InvalidArgument(jitter_problem)
     if request.HasField("input"):
         blob_size(request.input, "input")
     if request.HasField("memo"):
@@ -167,7 +176,52 @@ def start_request(request: StartWorkflowExecutionRequest | SignalWithStartWorkfl
             cron.validate(request.cron_schedule)
         except cron.CronError as e:
             raise InvalidArgument(f"Invalid CronSchedule: {e}") from None
+    if request.HasField("versioning_override") and request.versioning_override.ByteSize():
+        versioning.validate_override(request.versioning_override)
     if request.HasField("workflow_start_delay"):
         if request.cron_schedule:
             raise InvalidArgument("CronSchedule and WorkflowStartDelay may not be used together.")
         non_negative(request.workflow_start_delay, "WorkflowStartDelay")
+
+
+def priority(value: Priority) -> None:
+    """Temporal's priorities.Validate, with its messages."""
+    if value.priority_key < 0:
+        raise InvalidArgument("priority key can't be negative")
+    if len(value.fairness_key) > 64:
+        raise InvalidArgument("fairness key length exceeds limit")
+    if value.fairness_weight < 0:
+        raise InvalidArgument("must be greater than zero")
+
+
+def activity_id(value: str) -> None:
+    """A standalone activity's id (Temporal's messages)."""
+    if not value:
+        raise InvalidArgument("activity ID is required")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidArgument(f"activity ID exceeds length limit. Length={len(value)} Limit={MAX_ID_LENGTH}")
+
+
+def activity_start_request(request: StartActivityExecutionRequest) -> None:
+    """StartActivityExecution's checks before the activity rules' own (engine.history.standalone.start)."""
+    activity_id(request.activity_id)
+    if not request.activity_type.name:
+        raise InvalidArgument("activityType is not set")
+    if len(request.activity_type.name) > MAX_ID_LENGTH:
+        raise InvalidArgument(
+            f"activityType exceeds length limit. Length={len(request.activity_type.name)} Limit={MAX_ID_LENGTH}"
+        )
+    require_task_queue(request.task_queue.name)
+    if len(request.request_id) > MAX_ID_LENGTH:
+        raise InvalidArgument("RequestId length exceeds limit.")
+    for field, name in (
+        ("schedule_to_close_timeout", "ScheduleToCloseTimeout"),
+        ("schedule_to_start_timeout", "ScheduleToStartTimeout"),
+        ("start_to_close_timeout", "StartToCloseTimeout"),
+        ("heartbeat_timeout", "HeartbeatTimeout"),
+        ("start_delay", "StartDelay"),
+    ):
+        non_negative(getattr(request, field), name)
+    retry_policy(request)
+    if request.HasField("input"):
+        blob_size(request.input, "input")

@@ -12,10 +12,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
+from google.protobuf.message import Message
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
+from frontend.codec import Encoded, encoded_payloads
 from frontend.payloads import message_json
 
 _CAMEL = re.compile(r"(?:^|_)([a-z0-9])")
@@ -43,7 +46,7 @@ CATEGORIES = {
 def event_name(event_type: int) -> str:
     """`EVENT_TYPE_ACTIVITY_TASK_SCHEDULED` -> `ActivityTaskScheduled`."""
     try:
-        raw = EventType.Name(event_type)  # type: ignore[arg-type]
+        raw = EventType.Name(EventType.ValueType(event_type))
     except ValueError:
         return f"EventType{event_type}"
     return _CAMEL.sub(lambda m: m.group(1).upper(), raw.removeprefix("EVENT_TYPE_").lower())
@@ -106,14 +109,14 @@ def summary(event: HistoryEvent) -> str:
     return " · ".join(parts)
 
 
-def _input_preview(attrs: object) -> str:
+def _input_preview(attrs: Any) -> str:
     """A signal's or start's input on one line, cut at 80 characters."""
-    if not _is_message_field(attrs, "input") or not attrs.HasField("input"):  # type: ignore[attr-defined]
+    if not _is_message_field(attrs, "input") or not attrs.HasField("input"):
         return ""
     from frontend.payloads import decode
 
     texts = []
-    for payload in attrs.input.payloads:  # type: ignore[attr-defined]
+    for payload in attrs.input.payloads:
         decoded = decode(payload)
         if decoded.kind == "json":
             texts.append(json.dumps(json.loads(decoded.text), ensure_ascii=False))
@@ -123,17 +126,17 @@ def _input_preview(attrs: object) -> str:
     return line if len(line) <= 80 else line[:79] + "…"
 
 
-def _dig(message: object, path: str) -> str:
+def _dig(message: Any, path: str) -> str:
     """The text at a dotted path of a message ('' when a message on the way is unset)."""
     current = message
     for part in path.split("."):
-        if _is_message_field(current, part) and not current.HasField(part):  # type: ignore[attr-defined]
+        if _is_message_field(current, part) and not current.HasField(part):
             return ""
         current = getattr(current, part, None)
         if current is None:
             return ""
     if hasattr(current, "ToTimedelta"):
-        seconds = current.ToTimedelta().total_seconds()  # type: ignore[union-attr]
+        seconds = current.ToTimedelta().total_seconds()
         return f"{seconds:g}s" if seconds else ""
     return current if isinstance(current, str) else ""
 
@@ -178,6 +181,9 @@ class EventRow:
     """The event as pretty-printed JSON (payloads decoded)."""
     attributes: list[tuple[str, str]] = field(default_factory=list)
     """The event's attributes, each value as text (JSON for structures)."""
+    encoded: list[Encoded] = field(default_factory=list)
+    """Payloads in the event that only the namespace's codec server can decode (signal and update
+    arguments, results, failure details a client's codec encoded)."""
 
 
 def event_row(event: HistoryEvent) -> EventRow:
@@ -196,6 +202,7 @@ def event_row(event: HistoryEvent) -> EventRow:
             (key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
             for key, value in (attributes.items() if isinstance(attributes, dict) else [])
         ],
+        encoded=encoded_payloads(getattr(event, name)) if name else [],
     )
 
 
@@ -227,11 +234,11 @@ def group_key(event: HistoryEvent) -> int:
 _LINKS_OF: dict[str, tuple[str, ...]] = {}
 
 
-def _group_links(name: str, attrs: object) -> tuple[str, ...]:
+def _group_links(name: str, attrs: Message) -> tuple[str, ...]:
     """The link fields an attributes message has, looked up once per message type."""
     found = _LINKS_OF.get(name)
     if found is None:
-        fields = attrs.DESCRIPTOR.fields_by_name  # type: ignore[attr-defined]
+        fields = attrs.DESCRIPTOR.fields_by_name
         found = _LINKS_OF[name] = tuple(link for link in _GROUP_LINKS if link in fields)
     return found
 

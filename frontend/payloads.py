@@ -1,7 +1,8 @@
 """Payloads made readable: JSON pretty-printed, anything else as base64, by the `encoding` metadata.
 
 Only the SDKs' default converter encodings are decoded here; payloads a client encoded itself (e.g.
-`binary/encrypted`) stay base64 until the codec server (a later slice) decodes them in the browser.
+`binary/encrypted`) are shown as base64 and carry their wire form, which the namespace's codec server
+decodes in the browser (frontend/codec.py, static/frontend/codec.js).
 The text produced is plain text: templates escape it like any other tenant data.
 """
 
@@ -16,6 +17,8 @@ from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload, Payloads
 
 _JSON_ENCODINGS = frozenset({"json/plain", "json/protobuf"})
+ERASED_ENCODING = "binary/x-perdura-erased"
+"""A payload whose data subject's key was destroyed (engine/persistence/subject_seal.py): shown as erased."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,14 +28,24 @@ class Decoded:
     encoding: str
     """The payload's `encoding` metadata ('' when absent)."""
     kind: str
-    """`json` (pretty-printed), `null`, or `base64` (binary, or JSON that did not parse)."""
+    """`json` (pretty-printed), `null`, `erased` (its data subject was erased), or `base64` (binary, or
+    JSON that did not parse)."""
     text: str
+    wire: str = ""
+    """For `base64`: the payload as the codec protocol's JSON, which the browser sends the codec server."""
+
+
+def wire(payload: Payload) -> str:
+    """The payload as the codec protocol's JSON: protobuf JSON, metadata values and data in base64."""
+    return json.dumps(MessageToDict(payload), separators=(",", ":"))
 
 
 def decode(payload: Payload) -> Decoded:
     encoding = payload.metadata.get("encoding", b"").decode("utf-8", "replace")
     if encoding == "binary/null":
         return Decoded(encoding=encoding, kind="null", text="null")
+    if encoding == ERASED_ENCODING:
+        return Decoded(encoding=encoding, kind="erased", text="erased")
     if encoding in _JSON_ENCODINGS:
         try:
             value = json.loads(payload.data)
@@ -42,7 +55,9 @@ def decode(payload: Payload) -> Decoded:
             return Decoded(
                 encoding=encoding, kind="json", text=json.dumps(value, indent=2, ensure_ascii=False)
             )
-    return Decoded(encoding=encoding, kind="base64", text=base64.b64encode(payload.data).decode())
+    return Decoded(
+        encoding=encoding, kind="base64", text=base64.b64encode(payload.data).decode(), wire=wire(payload)
+    )
 
 
 def decode_all(payloads: Payloads | None) -> list[Decoded]:
@@ -74,6 +89,8 @@ def _plain_payload(value: dict) -> object:
         return json.loads(decoded.text)
     if decoded.kind == "null":
         return None
+    if decoded.kind == "erased":
+        return {"encoding": decoded.encoding, "erased": True}
     return {"encoding": decoded.encoding, "base64": decoded.text}
 
 

@@ -72,7 +72,10 @@ def pending_state(value: int) -> str:
 
     try:
         return (
-            PendingActivityState.Name(value).removeprefix("PENDING_ACTIVITY_STATE_").replace("_", " ").title()
-        )  # type: ignore[arg-type]
+            PendingActivityState.Name(PendingActivityState.ValueType(value))
+            .removeprefix("PENDING_ACTIVITY_STATE_")
+            .replace("_", " ")
+            .title()
+        )
     except ValueError:
         return str(value)

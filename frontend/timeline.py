@@ -16,7 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflow.v1 import PendingActivityInfo
@@ -199,18 +202,18 @@ class Bar:
         return self.opening.activity_task_scheduled_event_attributes.activity_id
 
 
-def _attrs(event: HistoryEvent) -> object:
+def _attrs(event: HistoryEvent) -> Any:
     return getattr(event, event.WhichOneof("attributes") or "", None)
 
 
 _LINK_FIELDS: dict[str, str] = {}
 
 
-def _link_field(attributes: str, attrs: object) -> str:
+def _link_field(attributes: str, attrs: Message) -> str:
     """The field of an attributes message naming the event it follows ('' when none), found once."""
     found = _LINK_FIELDS.get(attributes)
     if found is None:
-        fields = attrs.DESCRIPTOR.fields_by_name  # type: ignore[attr-defined]
+        fields = attrs.DESCRIPTOR.fields_by_name
         found = next((name for name in _LINKS if name in fields), "")
         _LINK_FIELDS[attributes] = found
     return found
@@ -233,10 +236,10 @@ def _link(event: HistoryEvent) -> int:
     return int(getattr(attrs, name)) if name else 0
 
 
-def _failure_message(attrs: object, name: str = "failure") -> str:
-    fields = attrs.DESCRIPTOR.fields_by_name  # type: ignore[attr-defined]
-    if name in fields and attrs.HasField(name):  # type: ignore[attr-defined]
-        return getattr(attrs, name).message  # type: ignore[no-any-return]
+def _failure_message(attrs: Message, name: str = "failure") -> str:
+    fields = attrs.DESCRIPTOR.fields_by_name
+    if name in fields and attrs.HasField(name):
+        return getattr(attrs, name).message
     return ""
 
 
@@ -247,8 +250,8 @@ def _label(event: HistoryEvent, kind: str) -> str:
         attrs = event.request_cancel_external_workflow_execution_initiated_event_attributes
         return f"Cancel external: {attrs.workflow_execution.workflow_id}"
     if kind == "signal" and event.event_type != _SIGNALED:
-        attrs = event.signal_external_workflow_execution_initiated_event_attributes
-        return f"Signal external: {attrs.signal_name}"
+        signal = event.signal_external_workflow_execution_initiated_event_attributes
+        return f"Signal external: {signal.signal_name}"
     return subject(event) or _POINT_LABELS.get(kind, kind.title())
 
 
@@ -280,25 +283,25 @@ def bars(events: Iterable[HistoryEvent], *, pending: Sequence[PendingActivityInf
             shown.append(Bar(event.event_id, point[0], event, state=point[1], point=True, said=event))
             continue
         if event_type in STARTS:
-            bar = by_opening.get(_link(event))  # type: ignore[assignment]
+            bar = by_opening.get(_link(event))  # type: ignore[assignment]  # None is checked next
             if bar is not None:
                 bar.state, bar.started_event = "Running", event
                 if event_type == _ACTIVITY_STARTED:
                     bar.attempt = max(event.activity_task_started_event_attributes.attempt, 1)
         elif event_type in CLOSES:
-            bar = by_opening.get(_link(event))  # type: ignore[assignment]
+            bar = by_opening.get(_link(event))  # type: ignore[assignment]  # None is checked next
             if bar is not None:
                 bar.state, bar.said = CLOSES[event_type], event
         elif event_type in NOTES:
-            bar = by_opening.get(_link(event))  # type: ignore[assignment]
+            bar = by_opening.get(_link(event))  # type: ignore[assignment]  # None is checked next
             if bar is not None and bar.said is None:
                 bar.state = NOTES[event_type]
     _apply_pending(shown, pending)
     return shown
 
 
-def _stamp(value: object) -> float:
-    return value.seconds + value.nanos * 1e-9  # type: ignore[attr-defined]
+def _stamp(value: Timestamp) -> float:
+    return value.seconds + value.nanos * 1e-9
 
 
 def _apply_pending(shown: list[Bar], pending: Sequence[PendingActivityInfo]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.http import Http404, HttpRequest
@@ -29,6 +30,13 @@ class Viewer:
     namespaces: dict[str, tuple[Namespace, KeyRole]]
     operator: bool = False
     """The loopback operator of `perdura dev` (no sign-in, every namespace)."""
+    user_id: int | None = None
+    """The signed-in account (None for the dev operator)."""
+
+    @property
+    def person(self) -> str:
+        """Who the console's remembered settings belong to (frontend/models.py)."""
+        return f"user:{self.user_id}" if self.user_id is not None else "operator"
 
     def namespace(self, name: str) -> tuple[Namespace, KeyRole]:
         """The namespace called `name` and the viewer's role on it.
@@ -73,10 +81,10 @@ def dev_operator_allowed(*, address: str, host: str) -> bool:
     )
 
 
-def viewer_of(*, user: object, address: str, host: str) -> Viewer | None:
+def viewer_of(*, user: Any, address: str, host: str) -> Viewer | None:
     """The viewer behind a page request or a websocket (the same rules for both), or None when they must
     sign in. `user` is Django's (anonymous when nobody signed in)."""
-    if user is not None and user.is_authenticated:  # type: ignore[attr-defined]
+    if user is not None and user.is_authenticated:
         namespaces: dict[str, tuple[Namespace, KeyRole]] = {}
         slugs = Membership.objects.filter(user=user).order_by("created_at", "id")
         for slug in slugs.values_list("organization__slug", flat=True):
@@ -85,7 +93,7 @@ def viewer_of(*, user: object, address: str, host: str) -> Viewer | None:
                 continue
             for namespace, role in access.namespace_list(actor):
                 namespaces[namespace.name] = (namespace, role)
-        return Viewer(label=user.get_username(), namespaces=namespaces)  # type: ignore[attr-defined]
+        return Viewer(label=user.get_username(), namespaces=namespaces, user_id=user.pk)
     if dev_operator_allowed(address=address, host=host):
         everything = Namespace.objects.exclude(state=Namespace.State.DELETED).order_by("name")
         return Viewer(

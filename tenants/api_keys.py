@@ -94,6 +94,16 @@ def display(prefix: str) -> str:
     return f"{SCHEME}_{prefix}"
 
 
+def format_duration(duration: timedelta) -> str:
+    """The largest whole unit that states `duration` exactly: `7d`, `12h`, `90m`, `30s` (parse_duration's
+    inverse for whole seconds)."""
+    seconds = int(duration.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def parse_duration(text: str) -> timedelta:
     """`30d`, `12h`, `2w`, `90m`, `45s` as a timedelta.
 

@@ -39,6 +39,8 @@ class Principal:
     namespace_ids: frozenset[str] = frozenset()
     grants: frozenset[tuple[str, str]] = frozenset()
     """(name, id) of each namespace the key may use: tells whether two fields name the same namespace."""
+    rate_limits: tuple[tuple[str, float], ...] = ()
+    """The key's own rates (bucket name, requests per second) in each of its namespaces (tenants/quotas.py)."""
 
     def namespace_id_of(self, name: str) -> str | None:
         """The id of the granted namespace called `name`, None if the key has no such namespace."""
@@ -77,13 +79,14 @@ def authenticate(header: str) -> Principal:
             "organization__slug",
             "namespaces__name",
             "namespaces__id",
+            "rate_limits",
         )
     )
     shown = api_keys.display(parsed.prefix)
     # Unknown and wrong-secret keys get the same answer, so the prefix space cannot be probed.
     if not rows or not api_keys.verify(parsed.plaintext, rows[0][2]):
         raise AuthError(f"API key {shown} is not valid")
-    key_id, name, _, role, expires_at, revoked_at, last_used_at, org_id, org_slug, _, _ = rows[0]
+    key_id, name, _, role, expires_at, revoked_at, last_used_at, org_id, org_slug, _, _, limits = rows[0]
     now = clock.now()
     if revoked_at is not None:
         raise AuthError(f"API key {shown} was revoked")
@@ -102,4 +105,5 @@ def authenticate(header: str) -> Principal:
         namespaces=frozenset(r[9] for r in rows if r[9] is not None),
         namespace_ids=frozenset(str(r[10]) for r in rows if r[10] is not None),
         grants=frozenset((r[9], str(r[10])) for r in rows if r[9] is not None),
+        rate_limits=tuple(sorted((str(b), float(v)) for b, v in (limits or {}).items())),
     )

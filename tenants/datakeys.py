@@ -17,19 +17,23 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.db import transaction
-from perdura import clock, env, masterkey
+from perdura import clock, env, masterkey, metrics
 
+from tenants import audit
 from tenants.models import DataKey, Namespace
 
 _cache: dict[tuple[uuid.UUID, int], AESGCM] = {}
 _current: dict[uuid.UUID, tuple[int, float]] = {}
 """The newest version each namespace seals with, and when it was read (time.monotonic)."""
 _lock = threading.Lock()
+_CACHE_HITS = metrics.data_key_cache.labels("hit")
+_CACHE_MISSES = metrics.data_key_cache.labels("miss")
 
 
 class MasterKeyMissing(RuntimeError):
@@ -68,6 +72,26 @@ def datakey_create(*, namespace: Namespace) -> DataKey:
     return key
 
 
+def datakey_rotate(*, namespace: Namespace) -> DataKey:
+    """Start the namespace's next data key version for new writes, and record `namespace.rotate_key`
+    (the bound audit context names who rotated: the operator's CLI, a namespace admin in the console).
+    Old ciphertexts stay readable under their versions until engine/persistence/reencrypt.py moves them."""
+    with transaction.atomic():
+        key = datakey_create(namespace=namespace)
+        audit.record_change(
+            action="namespace.rotate_key",
+            target=f"namespace/{namespace.name}",
+            namespace=namespace,
+            details={"data_key_version": key.version},
+        )
+    return key
+
+
+def current_key(namespace_id: uuid.UUID) -> DataKey | None:
+    """The newest data key row of the namespace (its version seals new writes), read from the database."""
+    return DataKey.objects.filter(namespace_id=namespace_id).order_by("-version").first()
+
+
 def _unwrap_raw(namespace_id: uuid.UUID, version: int, wrapped: bytes, master_key_id: str) -> bytes:
     wrapped = bytes(wrapped)
     known = masterkey.known_keys()
@@ -95,7 +119,9 @@ def cipher(namespace_id: uuid.UUID, version: int | None = None) -> tuple[int, AE
         if known is not None and time.monotonic() - known[1] < env.datakey_refresh_seconds():
             version = known[0]
     if version is not None and (namespace_id, version) in _cache:
+        _CACHE_HITS.inc()
         return version, _cache[(namespace_id, version)]
+    _CACHE_MISSES.inc()
     query = DataKey.objects.filter(namespace_id=namespace_id)
     row = query.filter(version=version).first() if version is not None else query.order_by("-version").first()
     if row is None:
@@ -131,7 +157,7 @@ class Rewrap:
     master_key_id: str
 
 
-def rewrap_all(*, batch: int = 200, progress=None) -> Rewrap:  # type: ignore[no-untyped-def]
+def rewrap_all(*, batch: int = 200, progress: Callable[[int, int], object] | None = None) -> Rewrap:
     """Re-wrap every data key not wrapped by the current master key. Idempotent and resumable: a row is
     replaced only if it is still the one read (another rotation running at once loses nothing)."""
     current = masterkey.key_id(masterkey.master_key())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any, NoReturn
 
 from django.conf import settings
@@ -59,10 +60,32 @@ class Namespace(models.Model):
     description = models.TextField(blank=True, default="")
     owner_email = models.CharField(max_length=255, blank=True, default="")
     state = models.SmallIntegerField(choices=State.choices, default=State.REGISTERED)
-    retention_days = models.PositiveIntegerField(default=1)
+    retention = models.DurationField(default=timedelta(days=1))
+    """How long a closed run is kept: its retention timer is due at its close time plus this (the value
+    in force when the run closed). Tenants choose whole days (1-90); the operator may go down to
+    PERDURA_RETENTION_MIN_SECONDS (`perdura namespace update NAME --retention 30s`)."""
     created_at = models.DateTimeField()
     # The operator's per-namespace rate overrides, bucket → requests per second (tenants/quotas.py).
     rate_limits = models.JSONField(default=dict, blank=True)
+    # The namespace's codec server (https, or http on loopback): browsers send it the payloads to decode,
+    # so the console can show what only the tenant's keys can read. Empty: none.
+    codec_server_url = models.CharField(max_length=2048, blank=True, default="")
+    # Archival (tenants/archival.py): states as temporal.api.enums.v1.ArchivalState (1 disabled, 2 enabled)
+    # and the s3://bucket/prefix each kind goes to. A URI may change; each archived run records its own.
+    history_archival_state = models.SmallIntegerField(default=1, db_default=1)
+    history_archival_uri = models.CharField(max_length=1024, blank=True, default="", db_default="")
+    visibility_archival_state = models.SmallIntegerField(default=1, db_default=1)
+    visibility_archival_uri = models.CharField(max_length=1024, blank=True, default="", db_default="")
+    # The default retry jitter of activities and workflow retries (engine/history/retry_jitter.py): a
+    # retry waits its backoff less a deterministic share of up to this fraction (0 off, 1 full jitter).
+    retry_jitter = models.FloatField(default=0.0, db_default=0.0)
+    # What an activity whose retries are exhausted does by default (engine/history/parking.py): "fail",
+    # as Temporal, or "park" (paused until a redrive). A perdura-on-retries-exhausted header overrides it.
+    on_retries_exhausted = models.CharField(max_length=8, default="fail", db_default="fail")
+    # Set, never cleared, by the namespace's first standalone activity start (in its transaction). Until
+    # then no host run exists, so workflow filters need not leave them out (visibility.selectors): that
+    # condition names workflow_id, which most indexes lack, and costs counts their index-only scans.
+    has_standalone_activities = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         # Per-namespace roles of people (django-guardian object permissions, tenants/roles.py):
@@ -74,6 +97,11 @@ class Namespace(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def retention_days(self) -> int:
+        """The retention in whole days, rounded down (0 for an operator's retention under a day)."""
+        return self.retention // timedelta(days=1)
 
 
 class DataKey(models.Model):
@@ -89,6 +117,35 @@ class DataKey(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["namespace", "version"], name="datakey_unique_version")
+        ]
+
+
+class SubjectKey(models.Model):
+    """A data subject's AES-256 key in a namespace (erasure by key destruction, tenants/subject_keys.py).
+
+    It seals the payloads of the runs naming the subject in `PerduraDataSubject`, and is itself wrapped
+    by the namespace's data key version `namespace_key_version`. Erasing the subject empties
+    `wrapped_key` and sets `erased_at`: no master or namespace key can bring the key back, and the row
+    stays so readers can tell an erased payload from a corrupt one. A later run of the same subject gets
+    a new key (one live key per subject: the partial unique constraint).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="subject_keys")
+    subject = models.CharField(max_length=2048)
+    """The `PerduraDataSubject` value (a search attribute value holds up to 2 KiB, visibility's limit)."""
+    namespace_key_version = models.PositiveIntegerField()
+    wrapped_key = models.BinaryField()
+    created_at = models.DateTimeField()
+    erased_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "subject"],
+                condition=models.Q(erased_at__isnull=True),
+                name="subjectkey_one_live_key",
+            )
         ]
 
 
@@ -116,6 +173,9 @@ class ApiKey(models.Model):
     rotated_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    rate_limits = models.JSONField(default=dict, blank=True)
+    """The key's own rates (bucket name → requests per second) in each of its namespaces; a bucket not
+    named here gets PERDURA_KEY_RATE_SHARE of the namespace's rate (tenants/quotas.py)."""
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix})"

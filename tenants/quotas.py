@@ -10,6 +10,13 @@ Which method draws from which bucket is a column of the one method table (engine
 The defaults come from settings (PERDURA_RATE_ACTIONS/POLLS/VISIBILITY); the operator overrides them
 per namespace (`perdura namespace update NAME --actions-rps N`), stored on the namespace row. A
 bucket holds two seconds' worth of tokens, so short bursts pass.
+
+Each API key also has the same three buckets in each of its namespaces, so one leaked or looping key
+cannot spend its namespace's whole budget: a call takes a token from the key's bucket first, then from
+the namespace's. A key's rate is PERDURA_KEY_RATE_SHARE (default 0.5) of its namespace's rate, so it
+follows the namespace's overrides, unless the key has a rate of its own for that bucket (set by an admin
+of every namespace of the key, or the operator: `perdura apikey update KEY --actions-rps N`).
+Unauthenticated loopback callers of `perdura dev` have no key and draw only on the namespace.
 """
 
 from __future__ import annotations
@@ -46,6 +53,12 @@ class QuotaError(ValueError):
 def bucket_key(namespace: str, bucket: Bucket) -> str:
     """The shared limiter's key of a namespace's bucket: the gRPC API and the CLI's bulk export draw on it."""
     return f"ns:{namespace}:{bucket.value}"
+
+
+def key_bucket_key(prefix: str, namespace: str, bucket: Bucket) -> str:
+    """The shared limiter's key of an API key's bucket in one namespace (by the key's public prefix, which
+    a call's header names before the key is verified, so a flood can be shed unread)."""
+    return f"key:{prefix}:{namespace}:{bucket.value}"
 
 
 def rate_of(per_second: float) -> Rate:
@@ -91,6 +104,24 @@ def namespace_rates(overrides: Mapping[str, float] | None) -> NamespaceRates:
             rps[bucket] = float(value)
             overridden.add(bucket)
     return NamespaceRates(rps=rps, overridden=frozenset(overridden))
+
+
+def key_share() -> float:
+    """The share of each namespace bucket a key without a rate of its own may spend (PERDURA_KEY_RATE_SHARE)."""
+    return settings.PERDURA_KEY_RATE_SHARE
+
+
+def key_rps(namespace: NamespaceRates, overrides: Mapping[str, float] | None, bucket: Bucket) -> float:
+    """An API key's requests per second of `bucket` in a namespace whose rates are `namespace`: the key's
+    own rate when it has one, else its share of the namespace's. Pure but for the share setting.
+
+    A key's own rate may exceed its namespace's: the namespace's bucket still applies, so the key then
+    spends at most the namespace's rate (a key of its namespace's only application may need that).
+    """
+    own = (overrides or {}).get(bucket.value)
+    if own is not None:
+        return float(own)
+    return namespace.rps[bucket] * key_share()
 
 
 def validate_overrides(changes: Mapping[str, float | None]) -> dict[Bucket, float | None]:

@@ -43,22 +43,13 @@ class CodePointTextField(models.TextField):
 
 DEFAULT_ORDER = ["-close_sort", "-start_time", "-execution"]
 """Temporal's listing order (open runs first, then newest close, newest start), and the page token's key."""
+DEFAULT_ORDER_ARCHIVED = ["-close_sort", "-start_time", "-execution_id"]
+"""The same order in the archive index, whose row id is the run's former row id."""
 
 
-class VisibilityRecord(models.Model):
-    """What list and count filters see of one run, written in the run's own transactions.
+class RecordColumns(models.Model):
+    """The columns of a run's visibility record, shared by the live records and the archive index."""
 
-    System attributes are typed columns; times are microseconds since the epoch (exact equality and
-    ordering on SQLite and Postgres alike) and ExecutionDuration is nanoseconds, as Temporal counts it.
-    Custom and predefined map attributes are one JSON document of typed values (`custom`): jsonb with
-    a GIN index on Postgres, JSON1 on SQLite. Custom Keyword, Int, Double, Bool and Datetime attributes
-    are also copied into the namespace's typed slot columns (visibility.slots), each with a partial
-    index: NULL (not indexed) where the run has no value, or the namespace no attribute in that slot.
-    """
-
-    execution = models.OneToOneField(
-        "engine.Execution", on_delete=models.CASCADE, primary_key=True, related_name="+"
-    )
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, db_index=False)
     workflow_id = models.CharField(max_length=1000)
     run_id = models.CharField(max_length=64)
@@ -112,6 +103,25 @@ class VisibilityRecord(models.Model):
     datetime03 = models.BigIntegerField(null=True)
 
     class Meta:
+        abstract = True
+
+
+class VisibilityRecord(RecordColumns):
+    """What list and count filters see of one run, written in the run's own transactions.
+
+    System attributes are typed columns; times are microseconds since the epoch (exact equality and
+    ordering on SQLite and Postgres alike) and ExecutionDuration is nanoseconds, as Temporal counts it.
+    Custom and predefined map attributes are one JSON document of typed values (`custom`): jsonb with
+    a GIN index on Postgres, JSON1 on SQLite. Custom Keyword, Int, Double, Bool and Datetime attributes
+    are also copied into the namespace's typed slot columns (visibility.slots), each with a partial
+    index: NULL (not indexed) where the run has no value, or the namespace no attribute in that slot.
+    """
+
+    execution = models.OneToOneField(
+        "engine.Execution", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+
+    class Meta:
         indexes = [
             models.Index(fields=["namespace", *DEFAULT_ORDER], name="vis_by_order"),
             models.Index(fields=["namespace", "workflow_id"], name="vis_by_workflow_id"),
@@ -129,6 +139,41 @@ class VisibilityRecord(models.Model):
                 models.Index(
                     fields=["namespace", slot, *DEFAULT_ORDER],
                     name=f"vis_slot_{slot}",
+                    condition=models.Q(**{f"{slot}__isnull": False}),
+                )
+                for slot in slots.COLUMNS
+            ),
+        ]
+
+
+class ArchivedVisibilityRecord(RecordColumns):
+    """A closed run's visibility record kept in the archive index, when its namespace archives visibility.
+
+    Copied from the run's live record in the transaction that closes it (engine/persistence/retention.py),
+    and kept after retention deletes the run: ListArchivedWorkflowExecutions filters these with the whole
+    list-filter language (visibility.backends.sql, the same compiler). `execution_id` is the row id the
+    run had (never reused); the memo stays sealed as it was, so erasing a data subject erases it here too.
+    """
+
+    execution_id = models.BigIntegerField(primary_key=True)
+    uri = models.CharField(max_length=1024, default="")
+    """The namespace's visibility archival URI when the run closed: where its visibility was archived."""
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["namespace", *DEFAULT_ORDER_ARCHIVED], name="vis_arch_by_order"),
+            models.Index(fields=["namespace", "workflow_id"], name="vis_arch_by_workflow_id"),
+            models.Index(
+                fields=["namespace", "workflow_type", *DEFAULT_ORDER_ARCHIVED], name="vis_arch_type_order"
+            ),
+            models.Index(
+                fields=["namespace", "status", *DEFAULT_ORDER_ARCHIVED], name="vis_arch_status_order"
+            ),
+            models.Index(fields=["namespace", "run_id"], name="vis_arch_by_run_id"),
+            *(
+                models.Index(
+                    fields=["namespace", slot, *DEFAULT_ORDER_ARCHIVED],
+                    name=f"vis_arch_slot_{slot}",
                     condition=models.Q(**{f"{slot}__isnull": False}),
                 )
                 for slot in slots.COLUMNS

@@ -70,6 +70,8 @@ PREDEFINED: dict[str, SaType] = {
     "BatcherUser": SaType.Keyword,
     "BinaryChecksums": SaType.KeywordList,
     "BuildIds": SaType.KeywordList,
+    "PerduraDataSubject": SaType.Keyword,  # a run's data subject: erasure by key destruction (README)
+    "PerduraParked": SaType.KeywordList,  # the types of a run's parked activities (engine/history/parking.py)
     "TemporalChangeVersion": SaType.KeywordList,
     "TemporalExternalPayloadCount": SaType.Int,
     "TemporalExternalPayloadSizeBytes": SaType.Int,
@@ -84,6 +86,10 @@ PREDEFINED: dict[str, SaType] = {
     "TemporalWorkerDeploymentVersion": SaType.Keyword,
     "TemporalWorkflowVersioningBehavior": SaType.Keyword,
 }
+
+SERVER_SET = frozenset({"PerduraParked"})
+"""Predefined attributes only the server sets: a start, an upsert or a schedule may not set them (a run
+that claimed to be parked would be listed for a redrive with nothing to redrive)."""
 
 SYSTEM: dict[str, SaType] = {**{name: c.type for name, c in COLUMNS.items()}, **PREDEFINED}
 
@@ -239,6 +245,10 @@ def validate(
     for name, payload in search_attributes.indexed_fields.items():
         if name in COLUMNS:
             raise SearchAttributeError(f"{name} attribute can't be set in SearchAttributes")
+        if name in SERVER_SET:
+            raise SearchAttributeError(
+                f"{name} is set by Perdura when an activity is parked and can't be set"
+            )
         t = PREDEFINED.get(name) or custom.get(name)
         if t is None:
             raise SearchAttributeError(

@@ -46,14 +46,29 @@ def target_of(method: str, request: Any) -> str:
         return f"workflow/{starts[0]}" if starts else ""
     if "schedule_id" in fields:
         return f"schedule/{request.schedule_id}"
+    if "job_id" in fields:
+        return f"batch/{request.job_id}"
+    if "deployment_version" in fields and request.HasField("deployment_version"):
+        version = request.deployment_version
+        return f"deployment/{version.deployment_name}/{version.build_id}"
+    if "deployment_name" in fields:
+        build_id = request.build_id if "build_id" in fields else ""
+        version = request.version if "version" in fields else ""
+        if not build_id and isinstance(version, str) and version.startswith(f"{request.deployment_name}."):
+            build_id = version.removeprefix(f"{request.deployment_name}.")  # the deprecated `name.build` form
+        return f"deployment/{request.deployment_name}" + (f"/{build_id}" if build_id else "")
     if "workflow_execution" in fields and request.HasField("workflow_execution"):
         target = _workflow(request.workflow_execution)
     elif "execution" in fields and request.HasField("execution"):
         target = _workflow(request.execution)
-    elif "workflow_id" in fields:
+    elif "workflow_id" in fields and (request.workflow_id or "activity_id" not in fields):
         target = f"workflow/{request.workflow_id}"
         if "run_id" in fields and request.run_id:
             target += f"/{request.run_id}"
+    elif "activity_id" in fields and "execution" not in fields:
+        # The standalone activity calls (and the activity operator calls without a workflow id).
+        run_id = request.run_id if "run_id" in fields else ""
+        return f"activity/{request.activity_id}" + (f"/{run_id}" if run_id else "")
     elif not getattr(request, "namespace", "") and "namespace_id" in fields:
         return f"namespace/{request.namespace_id}"
     else:
@@ -80,6 +95,15 @@ def details_of(method: str, request: Any) -> dict[str, Any]:
         details["update_name"] = request.request.input.name
     if method == "ResetWorkflowExecution":
         details["workflow_task_finish_event_id"] = request.workflow_task_finish_event_id
+    if method == "StartBatchOperation":
+        operation = request.WhichOneof("operation")
+        if operation:
+            details["operation"] = operation.removesuffix("_operation")
+        if request.signal_operation.signal:
+            details["signal_name"] = request.signal_operation.signal
+        details["runs_listed" if not request.visibility_query else "by_query"] = (
+            len(request.executions) + len(request.target_executions) if not request.visibility_query else True
+        )
     if method in ("AddSearchAttributes", "RemoveSearchAttributes"):
         details["search_attributes"] = sorted(request.search_attributes)
     if "execution" in fields and "type" in fields and request.type:

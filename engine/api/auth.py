@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 import grpc
+from perdura import metrics
 from perdura.ratelimit import Limiter, Rate
 from temporalio.api.enums.v1 import ResourceExhaustedCause, ResourceExhaustedScope
 from temporalio.api.errordetails.v1 import PermissionDeniedFailure, ResourceExhaustedFailure
@@ -38,6 +39,7 @@ from temporalio.api.errordetails.v1 import PermissionDeniedFailure, ResourceExha
 from engine import dbthreads, tokens
 from engine.api import audit as audit_calls
 from engine.api import methods
+from engine.api.aio_types import Continuation, Handler, unary_behavior
 from engine.api.errors import abort
 from engine.errors import EngineError, InvalidArgument, PermissionDenied, ResourceExhausted, Unauthenticated
 from tenants import api_keys, audit, roles
@@ -208,12 +210,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
             failure_burst = settings.PERDURA_AUTH_FAILURES
         self.failure_rate = Rate(per_second=1 / FAILURE_REFILL_SECONDS, burst=failure_burst)
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        self._wrapped: dict[str, tuple[Handler, Handler]] = {}
         """Each guarded method's handler, wrapped once."""
         self._blocked: dict[str, float] = {}
         """Addresses whose failure bucket is empty, until when (monotonic): refused without a lookup."""
 
-    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+    async def intercept_service(
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler | None:
         handler = await continuation(handler_call_details)
         full = handler_call_details.method
         if handler is None or handler.unary_unary is None or not methods.guarded(full):
@@ -223,18 +227,21 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             wrapped = self._wrapped[full] = (handler, self._wrap(handler, full))
         return wrapped[1]
 
-    def _wrap(self, handler: grpc.RpcMethodHandler, full: str) -> grpc.RpcMethodHandler:
+    def _wrap(self, handler: Handler, full: str) -> Handler:
         """The method's handler behind the check, built once per method (the call's key is read inside)."""
         rule = methods.rule_for(full)
         method = full.rpartition("/")[2]
-        behavior = handler.unary_unary
-        audited = rule is not None and rule.audit is not methods.Audit.NONE
+        behavior = unary_behavior(handler)
+        audit_mode = rule.audit if rule is not None else methods.Audit.NONE
+        audited = audit_mode is not methods.Audit.NONE
 
-        async def guarded(request, context):  # type: ignore[no-untyped-def]
+        async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             principal = await self._principal(_authorization(context.invocation_metadata()), context, method)
             denial = decide(method, rule, principal, request)
             if denial is not None:
                 log.info("denied %s to %s: %s", method, principal.label, denial.code)
+                if denial.code == "PERMISSION_DENIED":  # not a malformed request's INVALID_ARGUMENT
+                    metrics.auth_failures.labels("grpc", "denied").inc()
                 if audited:
                     who = audit_calls.context_for(principal, source_of(context.peer()))
                     code = getattr(grpc.StatusCode, denial.code)
@@ -261,7 +268,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 _current.reset(token)
                 # CHANGE methods were recorded by their service when they succeeded; a refusal by the
                 # rate limiter changed nothing and would turn a flood into as many inserts.
-                if (rule.audit is methods.Audit.CALL or code is not grpc.StatusCode.OK) and (
+                if (audit_mode is methods.Audit.CALL or code is not grpc.StatusCode.OK) and (
                     code is not grpc.StatusCode.RESOURCE_EXHAUSTED
                 ):
                     await audit_calls.record_call(method, who, principal, request, code)
@@ -281,6 +288,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if header is None:
             if trusted:
                 return ANONYMOUS
+            metrics.auth_failures.labels("grpc", "missing").inc()
             await abort(
                 context,
                 Unauthenticated(
@@ -297,6 +305,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return await dbthreads.run(authenticate, header)
         except AuthError as e:
             log.info("refused %s from %s: %s", method, source, e)
+            metrics.auth_failures.labels("grpc", "invalid").inc()
             if counted:
                 await self._count_failure(source)
             await abort(context, Unauthenticated(str(e)))
@@ -310,6 +319,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if wait <= 0:
             del self._blocked[source]
             return
+        metrics.auth_failures.labels("grpc", "throttled").inc()
         await abort(
             context,
             ResourceExhausted(

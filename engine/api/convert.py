@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 import grpc
 from temporalio.api.common.v1 import WorkflowExecution, WorkflowType
 from temporalio.api.enums.v1 import (
+    ArchivalState,
     NamespaceState,
+    UpdateWorkflowExecutionLifecycleStage,
 )
 from temporalio.api.errordetails.v1 import MultiOperationExecutionFailure
 from temporalio.api.failure.v1 import MultiOperationExecutionAborted
@@ -25,6 +27,7 @@ from engine.services import activity_tasks, workflow_tasks
 from engine.services import workflow_queries as queries
 from engine.services.updates import UpdateStatus
 from tenants.models import Namespace
+from visibility.divisions import is_activity_host
 
 # --- namespaces -------------------------------------------------------------------------------------
 
@@ -41,7 +44,13 @@ def namespace_info(namespace: Namespace) -> tuple[NamespaceInfo, NamespaceConfig
             eager_workflow_start=True, sync_update=True, async_update=True
         ),
     )
-    config = NamespaceConfig(workflow_execution_retention_ttl=dur(namespace.retention_days * 86400.0))
+    config = NamespaceConfig(
+        workflow_execution_retention_ttl=dur(namespace.retention.total_seconds()),
+        history_archival_state=ArchivalState.ValueType(namespace.history_archival_state),
+        history_archival_uri=namespace.history_archival_uri,
+        visibility_archival_state=ArchivalState.ValueType(namespace.visibility_archival_state),
+        visibility_archival_uri=namespace.visibility_archival_uri,
+    )
     replication = NamespaceReplicationConfig(
         active_cluster_name="active", clusters=[ClusterReplicationConfig(cluster_name="active")]
     )
@@ -57,7 +66,7 @@ def describe_namespace(namespace: Namespace) -> rr.DescribeNamespaceResponse:
 
 # --- starts -----------------------------------------------------------------------------------------
 
-_SIGNAL_WITH_START_OPTIONAL = (
+_SignalWithStartOptional = Literal[
     "input",
     "memo",
     "search_attributes",
@@ -69,7 +78,9 @@ _SIGNAL_WITH_START_OPTIONAL = (
     "workflow_run_timeout",
     "workflow_task_timeout",
     "user_metadata",
-)
+]
+"""Fields of the start a SignalWithStart makes that stay unset when the request leaves them unset."""
+_SIGNAL_WITH_START_OPTIONAL: tuple[_SignalWithStartOptional, ...] = get_args(_SignalWithStartOptional)
 
 
 def start_of_signal_with_start(
@@ -134,7 +145,7 @@ def update_response(status: UpdateStatus, update_id: str) -> rr.UpdateWorkflowEx
             update_id=update_id,
         ),
         outcome=status.outcome,
-        stage=status.stage,
+        stage=UpdateWorkflowExecutionLifecycleStage.ValueType(status.stage),
     )
 
 
@@ -204,7 +215,7 @@ def activity_task_response(
 ) -> rr.PollActivityTaskQueueResponse:
     execution = started.execution
     scheduled = started.scheduled
-    return rr.PollActivityTaskQueueResponse(
+    response = rr.PollActivityTaskQueueResponse(
         task_token=_task_token(
             namespace,
             execution,
@@ -230,6 +241,12 @@ def activity_task_response(
         retry_policy=scheduled.retry_policy,
         priority=scheduled.priority if scheduled.HasField("priority") else None,
     )
+    if is_activity_host(execution.workflow_id):
+        # A standalone activity: no workflow around it, its own run id instead (Temporal's response).
+        response.ClearField("workflow_type")
+        response.ClearField("workflow_execution")
+        response.activity_run_id = execution.run_id
+    return response
 
 
 # --- runs as describe and list show them ------------------------------------------------------------

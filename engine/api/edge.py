@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError, Message
 from perdura import logcontext
 
 from engine import bounds
+from engine.api.aio_types import Continuation, Handler, unary_behavior
 from engine.api.errors import abort
 from engine.errors import InvalidArgument
 
@@ -51,11 +52,13 @@ def decoder(deserialize: Callable[[bytes], Message]) -> Callable[[bytes], Messag
     return decode
 
 
-def guard(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+def guard(handler: Handler, method: str) -> Handler:
     """The same unary method, answering INVALID_ARGUMENT for a Refused request."""
-    behavior = handler.unary_unary
+    behavior = unary_behavior(handler)
+    deserialize = handler.request_deserializer
+    assert deserialize is not None  # EdgeInterceptor guards only handlers that decode their request
 
-    async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         with logcontext.call(method, request, context):  # the call's fields on its log lines
             if isinstance(request, Refused):
                 await abort(context, InvalidArgument(request.message))
@@ -63,20 +66,23 @@ def guard(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
 
     return grpc.unary_unary_rpc_method_handler(
         guarded,
-        request_deserializer=decoder(handler.request_deserializer),
+        request_deserializer=decoder(deserialize),
         response_serializer=handler.response_serializer,
     )
 
 
 class EdgeInterceptor(grpc.aio.ServerInterceptor):
-    """Put first in the server's interceptors, so that its decoder is the one grpcio calls."""
+    """Put before every other interceptor but MetricsInterceptor (which keeps the deserializer of the handler
+    it wraps), so that its decoder is the one grpcio calls."""
 
     def __init__(self) -> None:
-        self._guarded: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        self._guarded: dict[str, tuple[Handler, Handler]] = {}
         """Each method's guarded handler, built once for the inner handler it wraps (which the inner
         interceptors also build once per method), not once per call."""
 
-    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+    async def intercept_service(
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> Handler | None:
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
             return handler  # not a unary method, or a refusal that never decodes the request

@@ -243,21 +243,21 @@ WORKFLOW_METHODS: dict[str, Rule] = {
     "GetDeploymentReachability": R,
     "GetCurrentDeployment": R,
     "SetCurrentDeployment": W,
-    "SetWorkerDeploymentCurrentVersion": W,
+    "SetWorkerDeploymentCurrentVersion": W_AUD,
     "DescribeWorkerDeployment": R,
-    "DeleteWorkerDeployment": W,
-    "DeleteWorkerDeploymentVersion": W,
-    "SetWorkerDeploymentRampingVersion": W,
+    "DeleteWorkerDeployment": W_AUD,
+    "DeleteWorkerDeploymentVersion": W_AUD,
+    "SetWorkerDeploymentRampingVersion": W_AUD,
     "ListWorkerDeployments": R,
     "CreateWorkerDeployment": W,
     "CreateWorkerDeploymentVersion": W,
     "UpdateWorkerDeploymentVersionComputeConfig": W,
     "ValidateWorkerDeploymentVersionComputeConfig": R,
-    "UpdateWorkerDeploymentVersionMetadata": W,
+    "UpdateWorkerDeploymentVersionMetadata": W_AUD,
     "SetWorkerDeploymentManager": W,
     # batch operations and workflow rules
-    "StartBatchOperation": W,
-    "StopBatchOperation": W,
+    "StartBatchOperation": W_AUD,
+    "StopBatchOperation": W_AUD,
     "DescribeBatchOperation": R,
     "ListBatchOperations": R,
     "CreateWorkflowRule": W,
@@ -275,14 +275,14 @@ WORKFLOW_METHODS: dict[str, Rule] = {
     "UnpauseActivityExecution": W_AUD,
     "ResetActivityExecution": W_AUD,
     # standalone activities and Nexus operations
-    "StartActivityExecution": ACT,
+    "StartActivityExecution": ACT_AUD,
     "DescribeActivityExecution": R,
     "PollActivityExecution": R,
     "ListActivityExecutions": VIS,
     "CountActivityExecutions": VIS,
-    "RequestCancelActivityExecution": W,
-    "TerminateActivityExecution": W,
-    "DeleteActivityExecution": W,
+    "RequestCancelActivityExecution": W_AUD,
+    "TerminateActivityExecution": W_AUD,
+    "DeleteActivityExecution": W_AUD,
     "StartNexusOperationExecution": ACT,
     "DescribeNexusOperationExecution": R,
     "PollNexusOperationExecution": R,
@@ -334,10 +334,10 @@ INERT: dict[tuple[str, str], str] = {
         "conflict_token",
     ): "not implemented",
     ("temporal.api.workflowservice.v1.SetWorkerDeploymentCurrentVersionRequest", "conflict_token"): (
-        "not implemented"
+        "a revision of the deployment's routing, compared within the request's namespace"
     ),
     ("temporal.api.workflowservice.v1.SetWorkerDeploymentRampingVersionRequest", "conflict_token"): (
-        "not implemented"
+        "a revision of the deployment's routing, compared within the request's namespace"
     ),
     (
         "temporal.api.workflowservice.v1.SetWorkerDeploymentManagerRequest",

@@ -6,15 +6,15 @@ import logging
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from temporalio.api.operatorservice.v1 import service_pb2_grpc as oss
-from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 
 from engine import dbthreads
-from engine.api import errors
+from engine.api import errors, generated
 from engine.api.auth import AuthInterceptor
 from engine.api.edge import EdgeInterceptor
+from engine.api.metrics import MetricsInterceptor
 from engine.api.ratelimits import NamespaceLimits, RateLimitInterceptor, ShedInterceptor
 from engine.api.servicer import OperatorService, WorkflowService
+from engine.api.tracing import TracingInterceptor
 
 log = logging.getLogger("perdura.api")
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
@@ -64,9 +64,12 @@ def build(address: str, *, db_threads: int = 16, share_port: bool = False) -> gr
     are refused before either (ShedInterceptor). The health service stays open to load balancers.
     Outermost of all, EdgeInterceptor decodes and bounds each request (engine/bounds.py), so that an
     undecodable or out-of-bounds one is answered INVALID_ARGUMENT before any of these sees it.
+    MetricsInterceptor wraps all of them, so every call is counted and timed with the code it ends with
+    (engine/api/metrics.py); inside it, when traces are on (perdura/tracing.py), TracingInterceptor opens
+    each call's server span (engine/api/tracing.py), so the log lines of the call carry its trace id.
     """
     from django.conf import settings
-    from perdura import ratelimit
+    from perdura import ratelimit, tracing
 
     dbthreads.configure(db_threads)
     # Installations sharing one Redis (test sessions, say) keep their buckets apart by database name.
@@ -76,8 +79,12 @@ def build(address: str, *, db_threads: int = 16, share_port: bool = False) -> gr
         prefix=f"perdura:rl:{settings.DATABASES['default']['NAME']}:",
     )
     limits = NamespaceLimits(limiter)
+    # Traces only when an OTLP endpoint is configured: otherwise no interceptor, no cost.
+    traced = [TracingInterceptor()] if tracing.configure("perdura-api") else []
     server = grpc.aio.server(
         interceptors=[
+            MetricsInterceptor(),
+            *traced,
             EdgeInterceptor(),
             ShedInterceptor(limits),
             AuthInterceptor(settings.PERDURA_AUTH, failures=limiter),
@@ -89,8 +96,8 @@ def build(address: str, *, db_threads: int = 16, share_port: bool = False) -> gr
             ("grpc.so_reuseport", 1 if share_port else 0),
         ],
     )
-    wss.add_WorkflowServiceServicer_to_server(WorkflowService(), server)
-    oss.add_OperatorServiceServicer_to_server(OperatorService(), server)
+    generated.add_WorkflowServiceServicer_to_server(WorkflowService(), server)
+    generated.add_OperatorServiceServicer_to_server(OperatorService(), server)
     # The standard health service, which load balancers and `client.service_client.check_health()` ask.
     health_pb2_grpc.add_HealthServicer_to_server(Health(), server)
     tls = _tls_credentials(settings.PERDURA_TLS_CERT, settings.PERDURA_TLS_KEY)

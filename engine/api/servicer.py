@@ -6,16 +6,17 @@ Methods not listed here answer UNIMPLEMENTED with their name (engine/api/rpc/uni
 
 from __future__ import annotations
 
-from temporalio.api.operatorservice.v1 import service_pb2_grpc as oss
-from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
-
+from engine.api import generated
 from engine.api.errors import handler
 from engine.api.rpc import (
     activity_control,
     activity_tasks,
+    batches,
+    deployments,
     namespaces,
     operator,
     schedules,
+    standalone_activities,
     system,
     task_queues,
     unimplemented,
@@ -28,10 +29,19 @@ from engine.api.rpc import (
 )
 
 
-class WorkflowService(wss.WorkflowServiceServicer):
+class WorkflowService(generated.WorkflowServiceServicer):
     """temporal.api.workflowservice.v1.WorkflowService."""
 
     GetSystemInfo = handler(system.get_system_info)
+
+    DescribeWorkerDeployment = handler(deployments.describe_worker_deployment)
+    ListWorkerDeployments = handler(deployments.list_worker_deployments)
+    DescribeWorkerDeploymentVersion = handler(deployments.describe_worker_deployment_version)
+    SetWorkerDeploymentCurrentVersion = handler(deployments.set_worker_deployment_current_version)
+    SetWorkerDeploymentRampingVersion = handler(deployments.set_worker_deployment_ramping_version)
+    DeleteWorkerDeploymentVersion = handler(deployments.delete_worker_deployment_version)
+    DeleteWorkerDeployment = handler(deployments.delete_worker_deployment)
+    UpdateWorkerDeploymentVersionMetadata = handler(deployments.update_worker_deployment_version_metadata)
 
     RegisterNamespace = handler(namespaces.register_namespace)
     DescribeNamespace = handler(namespaces.describe_namespace)
@@ -47,6 +57,9 @@ class WorkflowService(wss.WorkflowServiceServicer):
     TerminateWorkflowExecution = handler(workflow_control.terminate_workflow_execution)
     ResetWorkflowExecution = handler(workflow_control.reset_workflow_execution)
     DeleteWorkflowExecution = handler(workflow_control.delete_workflow_execution)
+    PauseWorkflowExecution = handler(workflow_control.pause_workflow_execution)
+    UnpauseWorkflowExecution = handler(workflow_control.unpause_workflow_execution)
+    UpdateWorkflowExecutionOptions = handler(workflow_control.update_workflow_execution_options)
 
     SignalWorkflowExecution = handler(workflow_messages.signal_workflow_execution)
     QueryWorkflow = handler(workflow_messages.query_workflow)
@@ -82,6 +95,15 @@ class WorkflowService(wss.WorkflowServiceServicer):
     ResetActivityExecution = handler(activity_control.reset_activity_execution)
     UpdateActivityExecutionOptions = handler(activity_control.update_activity_execution_options)
 
+    StartActivityExecution = handler(standalone_activities.start_activity_execution)
+    DescribeActivityExecution = handler(standalone_activities.describe_activity_execution)
+    PollActivityExecution = handler(standalone_activities.poll_activity_execution)
+    ListActivityExecutions = handler(standalone_activities.list_activity_executions)
+    CountActivityExecutions = handler(standalone_activities.count_activity_executions)
+    RequestCancelActivityExecution = handler(standalone_activities.request_cancel_activity_execution)
+    TerminateActivityExecution = handler(standalone_activities.terminate_activity_execution)
+    DeleteActivityExecution = handler(standalone_activities.delete_activity_execution)
+
     DescribeTaskQueue = handler(task_queues.describe_task_queue)
     ShutdownWorker = handler(task_queues.shutdown_worker)
 
@@ -91,17 +113,24 @@ class WorkflowService(wss.WorkflowServiceServicer):
     PatchSchedule = handler(schedules.patch_schedule)
     DeleteSchedule = handler(schedules.delete_schedule)
     ListSchedules = handler(schedules.list_schedules)
+    CountSchedules = handler(schedules.count_schedules)
     ListScheduleMatchingTimes = handler(schedules.list_schedule_matching_times)
 
     ListWorkflowExecutions = handler(visibility.list_workflow_executions)
+    ListArchivedWorkflowExecutions = handler(visibility.list_archived_workflow_executions)
     ScanWorkflowExecutions = handler(visibility.scan_workflow_executions)
     CountWorkflowExecutions = handler(visibility.count_workflow_executions)
     ListOpenWorkflowExecutions = handler(visibility.list_open_workflow_executions)
     ListClosedWorkflowExecutions = handler(visibility.list_closed_workflow_executions)
     GetSearchAttributes = handler(visibility.get_search_attributes)
 
+    StartBatchOperation = handler(batches.start_batch_operation)
+    StopBatchOperation = handler(batches.stop_batch_operation)
+    DescribeBatchOperation = handler(batches.describe_batch_operation)
+    ListBatchOperations = handler(batches.list_batch_operations)
 
-class OperatorService(oss.OperatorServiceServicer):
+
+class OperatorService(generated.OperatorServiceServicer):
     """temporal.api.operatorservice.v1.OperatorService."""
 
     AddSearchAttributes = handler(operator.add_search_attributes)
@@ -110,5 +139,5 @@ class OperatorService(oss.OperatorServiceServicer):
     DeleteNamespace = handler(namespaces.delete_namespace)
 
 
-unimplemented.fill(WorkflowService, wss.WorkflowServiceServicer)
-unimplemented.fill(OperatorService, oss.OperatorServiceServicer)
+unimplemented.fill(WorkflowService, generated.WorkflowServiceServicer)
+unimplemented.fill(OperatorService, generated.OperatorServiceServicer)

@@ -7,23 +7,23 @@ from datetime import datetime, timedelta
 
 from temporalio.api.command.v1 import ScheduleActivityTaskCommandAttributes
 from temporalio.api.common.v1 import Payloads, RetryPolicy
-from temporalio.api.enums.v1 import EventType, RetryState, TaskQueueKind, TimeoutType, WorkflowTaskFailedCause
+from temporalio.api.enums.v1 import RetryState, TaskQueueKind, TimeoutType, WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure, TimeoutFailureInfo
 from temporalio.api.history.v1 import (
     ActivityTaskCanceledEventAttributes,
-    ActivityTaskCancelRequestedEventAttributes,
     ActivityTaskCompletedEventAttributes,
     ActivityTaskFailedEventAttributes,
     ActivityTaskScheduledEventAttributes,
     ActivityTaskStartedEventAttributes,
     ActivityTaskTimedOutEventAttributes,
+    HistoryEvent,
 )
 from temporalio.api.taskqueue.v1 import TaskQueue
 
-from engine.errors import InvalidArgument
-from engine.history import limits, retry, workflow_task
+from engine.errors import FailedPrecondition, InvalidArgument
+from engine.history import limits, parking, retry, retry_jitter, standalone_outcome, workflow_task
 from engine.history.errors import CommandFailure, RunClosed, StaleTask
-from engine.history.events import duration, new_event, seconds, string_payloads
+from engine.history.events import duration, new_event, seconds
 from engine.history.machines import ActivityState, transition
 from engine.history.mutation import Mutation, TaskKind, TimerKind
 from engine.history.state import ActivityInfo
@@ -35,17 +35,10 @@ _TIMEOUT_NAMES = {
     TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE: "ScheduleToClose",
     TimeoutType.TIMEOUT_TYPE_HEARTBEAT: "Heartbeat",
 }
-NOT_STARTED_CANCEL_DETAILS = "ACTIVITY_ID_NOT_STARTED"
 RETRY_SCHEDULE_TO_CLOSE_MESSAGE = (
     "Not enough time to schedule next retry before activity ScheduleToClose timeout, giving up retrying"
 )
 MAX_ID_LENGTH = 1000
-_CLOSE_TYPES = {
-    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
-    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed_event_attributes",
-    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
-    EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED: "activity_task_canceled_event_attributes",
-}
 SERVER_SOURCE = "Server"
 
 
@@ -111,6 +104,10 @@ def schedule(m: Mutation, *, completed_event_id: int, attrs: ScheduleActivityTas
         policy = retry.normalized(attrs.retry_policy if attrs.HasField("retry_policy") else None)
     except retry.RetryPolicyError as e:
         raise CommandFailure(_BAD_ATTRS, str(e)) from None
+    header = attrs.header if attrs.HasField("header") else None
+    problem = retry_jitter.header_problem(header) or parking.header_problem(header)
+    if problem is not None:
+        raise CommandFailure(_BAD_ATTRS, problem)
     task_queue = attrs.task_queue.name or state.task_queue
     event_attrs = ActivityTaskScheduledEventAttributes(
         activity_id=attrs.activity_id,
@@ -200,9 +197,10 @@ def _arm_schedule_timers(m: Mutation, info: ActivityInfo, *, first: bool) -> Non
         )
 
 
-def rearm(m: Mutation, info: ActivityInfo) -> None:
-    """Queue a pending activity's task and timeouts again (a reset run takes over activities not yet started)."""
-    m.task(TaskKind.ACTIVITY, info.task_queue, info.scheduled_event_id, info.attempt)
+def rearm(m: Mutation, info: ActivityInfo, *, delay: float = 0.0) -> None:
+    """Queue a pending activity's task and timeouts again (a reset run takes over activities not yet
+    started; a standalone activity's first attempt waits `delay`, its start delay)."""
+    m.task(TaskKind.ACTIVITY, info.task_queue, info.scheduled_event_id, info.attempt, delay=delay)
     _arm_schedule_timers(m, info, first=True)
 
 
@@ -234,6 +232,8 @@ def start(
     info = m.state.activities.get(scheduled_event_id) if m.state.running else None
     if info is None or info.attempt != attempt or info.state is not ActivityState.SCHEDULED or info.paused:
         raise StaleTask("activity task not found")
+    if m.state.paused:
+        raise StaleTask("the run is paused")  # its row is dropped; unpausing queues the attempt again
     if task_queue is not None and task_queue != info.task_queue:
         raise StaleTask("activity task was moved to another task queue")
     if visible_at is not None and visible_at < (info.task_visible_at or info.attempt_scheduled_time):
@@ -302,10 +302,17 @@ def _started_event(m: Mutation, info: ActivityInfo) -> int:
     return event.event_id if event is not None else 0
 
 
-def _close(m: Mutation, info: ActivityInfo) -> None:
+def _close(m: Mutation, info: ActivityInfo, event: HistoryEvent | None) -> None:
+    """The activity has its outcome (`event`, None if buffered): its workflow gets a task to see it, or
+    the run hosting it as a standalone activity closes with it."""
     with transition(info, {ActivityState.SCHEDULED, ActivityState.STARTED}, ActivityState.CLOSED):
         del m.state.activities[info.scheduled_event_id]
     m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, info.scheduled_event_id)
+    if info.paused:  # cancelled by its workflow while paused or parked
+        parking.reindex(m)
+    if m.state.standalone is not None:
+        standalone_outcome.closed(m, info, event)
+        return
     workflow_task.schedule(m)
 
 
@@ -314,7 +321,7 @@ def complete(
 ) -> None:
     info = pending(m, scheduled_event_id, attempt)
     started_id = _started_event(m, info)
-    m.add_external(
+    event = m.add_external(
         new_event(
             ActivityTaskCompletedEventAttributes(
                 result=result if result is not None and result.payloads else None,
@@ -324,10 +331,10 @@ def complete(
             )
         )
     )
-    _close(m, info)
+    _close(m, info, event)
 
 
-def _retry(m: Mutation, info: ActivityInfo, failure: Failure) -> int:
+def _retry(m: Mutation, info: ActivityInfo, failure: Failure) -> RetryState.ValueType:
     """Start the next attempt if the policy allows; returns the retry state."""
     info.last_attempt_complete_time = m.now
     if info.cancel_requested:
@@ -348,14 +355,20 @@ def _retry(m: Mutation, info: ActivityInfo, failure: Failure) -> int:
         m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, info.scheduled_event_id)
         _next_attempt(info, failure)
         return RetryState.RETRY_STATE_IN_PROGRESS
+    fraction = retry_jitter.header_fraction(scheduled_attributes(info).header)
     decision = retry.decide(
         policy=policy,
         attempt=info.attempt,
         failure=failure,
         now=m.now,
         expiration=expiration(info),
+        jitter=m.retry_jitter if fraction is None else fraction,
+        jitter_key=f"activity|{m.state.run_id}|{info.scheduled_event_id}|{info.attempt}",
     )
     if not decision.retry:
+        if decision.retry_state == RetryState.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED and _parks(m, info):
+            _park(m, info, failure)
+            return RetryState.RETRY_STATE_IN_PROGRESS
         return decision.retry_state
     m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, info.scheduled_event_id, info.attempt)
     _next_attempt(info, failure)
@@ -369,6 +382,26 @@ def _retry(m: Mutation, info: ActivityInfo, failure: Failure) -> int:
     m.task(TaskKind.ACTIVITY, info.task_queue, info.scheduled_event_id, info.attempt, delay=decision.delay)
     _arm_schedule_timers(m, info, first=False)
     return decision.retry_state
+
+
+def _parks(m: Mutation, info: ActivityInfo) -> bool:
+    """Whether the activity parks when its retries are exhausted (a standalone one fails: its run is it)."""
+    if m.state.standalone is not None:
+        return False
+    return parking.parks(scheduled_attributes(info).header, m.park_on_exhausted)
+
+
+def _park(m: Mutation, info: ActivityInfo, failure: Failure) -> None:
+    """Park it: paused (no attempt dispatched, no timeout) with the park identity, until a redrive."""
+    attempts = info.attempt
+    m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, info.scheduled_event_id)
+    _next_attempt(info, failure)
+    info.paused = True
+    info.pause_time = m.now
+    info.pause_identity = parking.IDENTITY
+    info.pause_reason = parking.reason(attempts, failure.message)
+    info.pause_request_id = ""
+    parking.reindex(m)
 
 
 def _next_attempt(info: ActivityInfo, failure: Failure) -> None:
@@ -398,7 +431,7 @@ def fail(
     if retry_state == RetryState.RETRY_STATE_IN_PROGRESS:
         return
     started_id = _started_event(m, info)
-    m.add_external(
+    event = m.add_external(
         new_event(
             ActivityTaskFailedEventAttributes(
                 failure=failure,
@@ -409,7 +442,7 @@ def fail(
             )
         )
     )
-    _close(m, info)
+    _close(m, info, event)
 
 
 def canceled(
@@ -417,12 +450,16 @@ def canceled(
 ) -> None:
     """The worker confirmed cancellation of a started attempt (only valid after the workflow asked for it)."""
     info = pending(m, scheduled_event_id, attempt)
+    if not info.cancel_requested and m.state.standalone is not None:
+        raise FailedPrecondition(
+            "invalid transition from Started: the activity's cancellation was not requested"
+        )
     if not info.cancel_requested:
         raise InvalidArgument(
             "unable to mark activity as canceled without activity being request canceled first"
         )
     started_id = _started_event(m, info)
-    m.add_external(
+    event = m.add_external(
         new_event(
             ActivityTaskCanceledEventAttributes(
                 details=details if details is not None and details.payloads else None,
@@ -433,64 +470,39 @@ def canceled(
             )
         )
     )
-    _close(m, info)
+    _close(m, info, event)
 
 
-def request_cancel(m: Mutation, *, completed_event_id: int, scheduled_event_id: int, identity: str) -> bool:
-    """The RequestCancelActivityTask command. Returns True when the activity was cancelled at once."""
-    info = m.state.activities.get(scheduled_event_id)
-    if info is None and any(
-        e.event_type in _CLOSE_TYPES
-        and getattr(e, _CLOSE_TYPES[e.event_type]).scheduled_event_id == scheduled_event_id
-        for e in m.buffered_events()
-    ):
-        # Its result arrived while this task ran: record the request; the buffered result follows it.
-        m.add(
-            new_event(
-                ActivityTaskCancelRequestedEventAttributes(
-                    scheduled_event_id=scheduled_event_id, workflow_task_completed_event_id=completed_event_id
-                )
-            )
-        )
-        return False
-    if info is not None and info.cancel_requested:
-        raise CommandFailure(
-            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES,
-            f"activity with scheduled event id {scheduled_event_id} is already cancel-requested",
-        )
-    if info is None:
-        raise CommandFailure(
-            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES,
-            f"invalid history builder state for action: add-activitytask-cancel-requested-event, "
-            f"scheduled event id {scheduled_event_id} is not a pending activity",
-        )
-    event = m.add(
-        new_event(
-            ActivityTaskCancelRequestedEventAttributes(
-                scheduled_event_id=scheduled_event_id, workflow_task_completed_event_id=completed_event_id
-            )
-        )
-    )
-    info.cancel_requested = True
-    info.cancel_requested_event_id = event.event_id
-    if info.state is ActivityState.STARTED:
-        return False
-    # Not running anywhere: it is cancelled right away and the workflow gets a task to see it.
-    m.add(
+def cancel_scheduled(m: Mutation, info: ActivityInfo, *, details: Payloads, identity: str) -> None:
+    """Cancel a cancel-requested activity no worker runs now (a standalone one): canceled at once."""
+    event = m.add_external(
         new_event(
             ActivityTaskCanceledEventAttributes(
-                details=string_payloads(NOT_STARTED_CANCEL_DETAILS),
-                latest_cancel_requested_event_id=event.event_id,
-                scheduled_event_id=scheduled_event_id,
+                details=details,
+                latest_cancel_requested_event_id=info.cancel_requested_event_id,
+                scheduled_event_id=info.scheduled_event_id,
                 started_event_id=0,
                 identity=identity,
             )
         )
     )
-    with transition(info, {ActivityState.SCHEDULED}, ActivityState.CLOSED):
-        del m.state.activities[scheduled_event_id]
-    m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, scheduled_event_id)
-    return True
+    _close(m, info, event)
+
+
+def _first_expired(info: ActivityInfo, fired: TimeoutType.ValueType, started: bool) -> TimeoutType.ValueType:
+    """The timeout an activity fails with when the timer of `fired` comes due.
+
+    Temporal takes an activity's expired timeouts in (deadline, type) order, schedule-to-start before
+    schedule-to-close: an attempt still waiting for a worker when both have expired times out
+    SCHEDULE_TO_START, as it does when schedule-to-start defaults from schedule-to-close and both deadlines
+    are the same instant (whichever timer row the shard happens to fire first)."""
+    if fired != TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE or started or info.schedule_to_start <= 0:
+        return fired
+    schedule_to_start_deadline = info.attempt_scheduled_time + timedelta(seconds=info.schedule_to_start)
+    schedule_to_close_deadline = info.scheduled_time + timedelta(seconds=info.schedule_to_close)
+    if schedule_to_start_deadline <= schedule_to_close_deadline:
+        return TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START
+    return fired
 
 
 def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int, timeout_type: int) -> None:
@@ -520,18 +532,16 @@ def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int, timeout_type
                 detail=TimeoutType.TIMEOUT_TYPE_HEARTBEAT,
             )
             return
+    kind = _first_expired(info, TimeoutType.ValueType(timeout_type), started)
     failure = Failure(
-        message=f"activity {_TIMEOUT_NAMES[timeout_type]} timeout",
+        message=f"activity {_TIMEOUT_NAMES[kind]} timeout",
         source=SERVER_SOURCE,
-        timeout_failure_info=TimeoutFailureInfo(timeout_type=timeout_type),
+        timeout_failure_info=TimeoutFailureInfo(timeout_type=kind),
     )
     retry_state = _retry(m, info, failure)
     if retry_state == RetryState.RETRY_STATE_IN_PROGRESS:
         return
-    if (
-        retry_state == RetryState.RETRY_STATE_TIMEOUT
-        and timeout_type != TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START
-    ):
+    if retry_state == RetryState.RETRY_STATE_TIMEOUT and kind != TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START:
         failure = Failure(
             message=RETRY_SCHEDULE_TO_CLOSE_MESSAGE,
             source=SERVER_SOURCE,
@@ -544,7 +554,7 @@ def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int, timeout_type
             Payloads.FromString(info.heartbeat_details)
         )
     started_id = _started_event(m, info) if started else 0
-    m.add_external(
+    event = m.add_external(
         new_event(
             ActivityTaskTimedOutEventAttributes(
                 failure=failure,
@@ -554,4 +564,4 @@ def time_out(m: Mutation, *, scheduled_event_id: int, attempt: int, timeout_type
             )
         )
     )
-    _close(m, info)
+    _close(m, info, event)

@@ -17,7 +17,7 @@ from temporalio.api.enums.v1 import TaskQueueKind, TimeoutType
 from temporalio.api.taskqueue.v1 import TaskQueue
 
 from engine.errors import FailedPrecondition, InvalidArgument, NotFound
-from engine.history import retry
+from engine.history import parking, retry
 from engine.history.activity import MAX_ID_LENGTH, expiration, retry_policy, scheduled_attributes
 from engine.history.errors import RunClosed
 from engine.history.events import duration, seconds
@@ -96,6 +96,7 @@ def pause(m: Mutation, *, target: Target, identity: str, reason: str, request_id
         info.pause_request_id = request_id
         # Its task row, if any, is now stale (activity.start); its timeouts wait for the unpause.
         m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, info.scheduled_event_id)
+    parking.reindex(m)
 
 
 def unpause(
@@ -122,6 +123,7 @@ def unpause(
         if info.started_time is None:
             _reschedule(m, info, m.now + timedelta(seconds=jitter * draw()))
         rearm_timeouts(m, info)
+    parking.reindex(m)
 
 
 def _clear_pause(info: ActivityInfo) -> None:
@@ -170,6 +172,7 @@ def reset(
                 _clear_heartbeat(info)
             _reschedule(m, info, m.now + timedelta(seconds=jitter * draw()))
         rearm_timeouts(m, info)
+    parking.reindex(m)
 
 
 # --- options -------------------------------------------------------------------------------------------

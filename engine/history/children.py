@@ -7,13 +7,24 @@ what came of it, so no transaction ever locks two runs.
 
 from __future__ import annotations
 
+from typing import Any
+
+from google.protobuf.message import Message
 from temporalio.api.command.v1 import (
     RequestCancelExternalWorkflowExecutionCommandAttributes,
     SignalExternalWorkflowExecutionCommandAttributes,
     StartChildWorkflowExecutionCommandAttributes,
 )
-from temporalio.api.common.v1 import Header, WorkflowExecution
-from temporalio.api.enums.v1 import EventType, ParentClosePolicy, WorkflowTaskFailedCause
+from temporalio.api.common.v1 import Header, WorkflowExecution, WorkflowType
+from temporalio.api.enums.v1 import (
+    CancelExternalWorkflowExecutionFailedCause,
+    EventType,
+    ParentClosePolicy,
+    SignalExternalWorkflowExecutionFailedCause,
+    StartChildWorkflowExecutionFailedCause,
+    TaskQueueKind,
+    WorkflowTaskFailedCause,
+)
 from temporalio.api.history.v1 import (
     ChildWorkflowExecutionCanceledEventAttributes,
     ChildWorkflowExecutionCompletedEventAttributes,
@@ -33,14 +44,16 @@ from temporalio.api.history.v1 import (
 )
 from temporalio.api.taskqueue.v1 import TaskQueue
 
-from engine.history import limits, workflow_task
+from engine.history import limits, retry_jitter, subjects, workflow_task
 from engine.history.errors import CommandFailure, StaleTask
-from engine.history.events import duration, new_event, seconds
+from engine.history.events import attributes, duration, new_event, seconds
 from engine.history.machines import ChildState, transition
 from engine.history.mutation import Mutation, TransferKind
 from engine.history.state import ChildInfo, ExternalRequest
 from engine.schedules.rules import scheduled_by
+from visibility.divisions import is_activity_host
 
+_RESERVED_ID = "WorkflowId may not begin with the control character U+001F (standalone activities use it)."
 _BAD_CHILD = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_START_CHILD_EXECUTION_ATTRIBUTES
 _BAD_SIGNAL = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SIGNAL_WORKFLOW_EXECUTION_ATTRIBUTES
 _BAD_CANCEL = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_ATTRIBUTES
@@ -60,12 +73,17 @@ def start_child(
     _same_namespace(m, attrs.namespace, _BAD_CHILD)
     if not attrs.workflow_id:
         raise CommandFailure(_BAD_CHILD, "Required field WorkflowId is not set on command.")
+    if is_activity_host(attrs.workflow_id):
+        raise CommandFailure(_BAD_CHILD, _RESERVED_ID)
     if len(attrs.workflow_id) > 1000 or len(attrs.workflow_type.name) > 1000:
         raise CommandFailure(_BAD_CHILD, "WorkflowId or WorkflowType exceeds length limit.")
     if not attrs.workflow_type.name:
         raise CommandFailure(_BAD_CHILD, "Required field WorkflowType is not set on command.")
     if attrs.cron_schedule:
         raise CommandFailure(_BAD_CHILD, "cron_schedule is not supported by Perdura yet.")
+    jitter_problem = retry_jitter.header_problem(attrs.header if attrs.HasField("header") else None)
+    if jitter_problem is not None:
+        raise CommandFailure(_BAD_CHILD, jitter_problem)
     if len(state.children) >= limits.PENDING_CHILDREN:
         raise CommandFailure(
             WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_PENDING_CHILD_WORKFLOWS_LIMIT_EXCEEDED,
@@ -85,7 +103,10 @@ def start_child(
         namespace_id=state.namespace_id,
         workflow_id=attrs.workflow_id,
         workflow_type=attrs.workflow_type,
-        task_queue=TaskQueue(name=attrs.task_queue.name or state.task_queue, kind=attrs.task_queue.kind or 1),
+        task_queue=TaskQueue(
+            name=attrs.task_queue.name or state.task_queue,
+            kind=attrs.task_queue.kind or TaskQueueKind.TASK_QUEUE_KIND_NORMAL,
+        ),
         input=attrs.input if attrs.HasField("input") else None,
         workflow_execution_timeout=attrs.workflow_execution_timeout
         if attrs.HasField("workflow_execution_timeout")
@@ -99,7 +120,10 @@ def start_child(
         retry_policy=attrs.retry_policy if attrs.HasField("retry_policy") else None,
         header=attrs.header if attrs.HasField("header") else None,
         memo=attrs.memo if attrs.memo.fields else None,
-        search_attributes=attrs.search_attributes if attrs.search_attributes.indexed_fields else None,
+        search_attributes=subjects.inherited(
+            state.search_attributes,
+            attrs.search_attributes if attrs.search_attributes.indexed_fields else None,
+        ),
         priority=attrs.priority if attrs.HasField("priority") else None,
         inherit_build_id=attrs.inherit_build_id,
     )
@@ -133,7 +157,7 @@ def child_started(m: Mutation, *, initiated_event_id: int, run_id: str, header: 
                 namespace_id=m.state.namespace_id,
                 initiated_event_id=initiated_event_id,
                 workflow_execution=WorkflowExecution(workflow_id=child.workflow_id, run_id=run_id),
-                workflow_type={"name": child.workflow_type},
+                workflow_type=WorkflowType(name=child.workflow_type),
                 header=header,
             )
         )
@@ -155,7 +179,7 @@ def child_start_failed(m: Mutation, *, initiated_event_id: int, cause: int, init
                 namespace_id=m.state.namespace_id,
                 workflow_id=child.workflow_id,
                 workflow_type=attrs.workflow_type,
-                cause=cause,
+                cause=StartChildWorkflowExecutionFailedCause.ValueType(cause),
                 control=attrs.control,
                 initiated_event_id=initiated_event_id,
                 workflow_task_completed_event_id=attrs.workflow_task_completed_event_id,
@@ -168,7 +192,7 @@ def child_start_failed(m: Mutation, *, initiated_event_id: int, cause: int, init
 def child_closed(m: Mutation, *, initiated_event_id: int, close: HistoryEvent) -> None:
     """The child's run chain ended: record its outcome with the child's close event as the source."""
     child = _child(m, initiated_event_id)
-    common = {
+    common: dict[str, Any] = {
         "namespace": m.state.namespace,
         "namespace_id": m.state.namespace_id,
         "workflow_execution": WorkflowExecution(workflow_id=child.workflow_id, run_id=child.run_id),
@@ -177,20 +201,21 @@ def child_closed(m: Mutation, *, initiated_event_id: int, close: HistoryEvent) -
         "started_event_id": child.started_event_id,
     }
     kind = close.event_type
+    attrs: Message
     if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-        source = close.workflow_execution_completed_event_attributes
+        completed = close.workflow_execution_completed_event_attributes
         attrs = ChildWorkflowExecutionCompletedEventAttributes(
-            result=source.result if source.HasField("result") else None, **common
+            result=completed.result if completed.HasField("result") else None, **common
         )
     elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
-        source = close.workflow_execution_failed_event_attributes
+        failed = close.workflow_execution_failed_event_attributes
         attrs = ChildWorkflowExecutionFailedEventAttributes(
-            failure=source.failure, retry_state=source.retry_state, **common
+            failure=failed.failure, retry_state=failed.retry_state, **common
         )
     elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
-        source = close.workflow_execution_canceled_event_attributes
+        canceled = close.workflow_execution_canceled_event_attributes
         attrs = ChildWorkflowExecutionCanceledEventAttributes(
-            details=source.details if source.HasField("details") else None, **common
+            details=canceled.details if canceled.HasField("details") else None, **common
         )
     elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
         attrs = ChildWorkflowExecutionTimedOutEventAttributes(
@@ -211,6 +236,8 @@ def signal_external(
     _same_namespace(m, attrs.namespace, _BAD_SIGNAL)
     if not attrs.execution.workflow_id:
         raise CommandFailure(_BAD_SIGNAL, "Required field WorkflowId is not set on command.")
+    if is_activity_host(attrs.execution.workflow_id):
+        raise CommandFailure(_BAD_SIGNAL, _RESERVED_ID)
     if not attrs.signal_name:
         raise CommandFailure(_BAD_SIGNAL, "SignalName is not set on command.")
     if len(m.state.external_signals) >= limits.PENDING_SIGNALS:
@@ -245,6 +272,8 @@ def request_cancel_external(
     _same_namespace(m, attrs.namespace, _BAD_CANCEL)
     if not attrs.workflow_id:
         raise CommandFailure(_BAD_CANCEL, "Required field WorkflowId is not set on command.")
+    if is_activity_host(attrs.workflow_id):
+        raise CommandFailure(_BAD_CANCEL, _RESERVED_ID)
     if len(m.state.external_cancels) >= limits.PENDING_CANCEL_REQUESTS:
         raise CommandFailure(
             WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_PENDING_REQUEST_CANCEL_LIMIT_EXCEEDED,
@@ -277,18 +306,22 @@ def external_outcome(m: Mutation, *, initiated_event_id: int, signal: bool, fail
         raise StaleTask("external request no longer pending")
     del pending[initiated_event_id]
     target = WorkflowExecution(workflow_id=request.workflow_id, run_id=request.run_id)
-    common = {
+    common: dict[str, Any] = {
         "namespace": m.state.namespace,
         "namespace_id": m.state.namespace_id,
         "workflow_execution": target,
     }
+    attrs: Message
     if signal and not failed_cause:
         attrs = ExternalWorkflowExecutionSignaledEventAttributes(
             initiated_event_id=initiated_event_id, control=request.control, **common
         )
     elif signal:
         attrs = SignalExternalWorkflowExecutionFailedEventAttributes(
-            cause=failed_cause, initiated_event_id=initiated_event_id, control=request.control, **common
+            cause=SignalExternalWorkflowExecutionFailedCause.ValueType(failed_cause),
+            initiated_event_id=initiated_event_id,
+            control=request.control,
+            **common,
         )
     elif not failed_cause:
         attrs = ExternalWorkflowExecutionCancelRequestedEventAttributes(
@@ -296,7 +329,10 @@ def external_outcome(m: Mutation, *, initiated_event_id: int, signal: bool, fail
         )
     else:
         attrs = RequestCancelExternalWorkflowExecutionFailedEventAttributes(
-            cause=failed_cause, initiated_event_id=initiated_event_id, control=request.control, **common
+            cause=CancelExternalWorkflowExecutionFailedCause.ValueType(failed_cause),
+            initiated_event_id=initiated_event_id,
+            control=request.control,
+            **common,
         )
     m.add_external(new_event(attrs))
     workflow_task.schedule(m)
@@ -305,7 +341,7 @@ def external_outcome(m: Mutation, *, initiated_event_id: int, signal: bool, fail
 def on_close(m: Mutation, close_event: HistoryEvent) -> None:
     """Transfers a closing run owes others: its parent learns the outcome; children follow their policy."""
     state = m.state
-    attrs = getattr(close_event, close_event.WhichOneof("attributes"))
+    attrs = attributes(close_event)
     # A run that hands over to the next of its chain (continue-as-new, retry, cron) is not the end.
     hands_over = bool(getattr(attrs, "new_execution_run_id", ""))
     if state.parent is not None and not hands_over:

@@ -8,7 +8,11 @@ errors: engine/bounds.py has already capped every duration of the request at 100
 from __future__ import annotations
 
 from google.protobuf.duration_pb2 import Duration
-from temporalio.api.command.v1 import Command
+from temporalio.api.command.v1 import (
+    Command,
+    ContinueAsNewWorkflowExecutionCommandAttributes,
+    StartChildWorkflowExecutionCommandAttributes,
+)
 from temporalio.api.enums.v1 import CommandType, WorkflowTaskFailedCause
 
 from engine.bounds import MAX_ID_LENGTH, duration_problem
@@ -22,57 +26,57 @@ def check(command: Command) -> None:
     """Raises CommandFailure with the command's cause for a duration, name or retry policy Temporal refuses."""
     kind = command.command_type
     if kind == CommandType.COMMAND_TYPE_START_TIMER:
-        attrs = command.start_timer_command_attributes
+        timer = command.start_timer_command_attributes
         _durations(
             _Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_START_TIMER_ATTRIBUTES,
-            [("StartToFireTimeout", attrs.start_to_fire_timeout)],
+            [("StartToFireTimeout", timer.start_to_fire_timeout)],
             "An invalid {name} is set on StartTimerCommand: {problem}.",
-            f" TimerId={attrs.timer_id[:100]}",
+            f" TimerId={timer.timer_id[:100]}",
         )
     elif kind == CommandType.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK:
-        attrs = command.schedule_activity_task_command_attributes
+        activity = command.schedule_activity_task_command_attributes
         _durations(
             _Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SCHEDULE_ACTIVITY_ATTRIBUTES,
             [
-                ("ScheduleToCloseTimeout", attrs.schedule_to_close_timeout),
-                ("ScheduleToStartTimeout", attrs.schedule_to_start_timeout),
-                ("StartToCloseTimeout", attrs.start_to_close_timeout),
-                ("HeartbeatTimeout", attrs.heartbeat_timeout),
+                ("ScheduleToCloseTimeout", activity.schedule_to_close_timeout),
+                ("ScheduleToStartTimeout", activity.schedule_to_start_timeout),
+                ("StartToCloseTimeout", activity.start_to_close_timeout),
+                ("HeartbeatTimeout", activity.heartbeat_timeout),
             ],
             "invalid {name}: {problem}",
         )
     elif kind == CommandType.COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION:
-        attrs = command.start_child_workflow_execution_command_attributes
+        child = command.start_child_workflow_execution_command_attributes
         cause = _Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_START_CHILD_EXECUTION_ATTRIBUTES
         _durations(
             cause,
             [
-                ("WorkflowExecutionTimeout", attrs.workflow_execution_timeout),
-                ("WorkflowRunTimeout", attrs.workflow_run_timeout),
-                ("WorkflowTaskTimeout", attrs.workflow_task_timeout),
+                ("WorkflowExecutionTimeout", child.workflow_execution_timeout),
+                ("WorkflowRunTimeout", child.workflow_run_timeout),
+                ("WorkflowTaskTimeout", child.workflow_task_timeout),
             ],
             "Invalid {name} on StartChildWorkflowExecutionCommand: {problem}.",
-            f" WorkflowId={attrs.workflow_id[:100]} WorkflowType={attrs.workflow_type.name[:100]}",
+            f" WorkflowId={child.workflow_id[:100]} WorkflowType={child.workflow_type.name[:100]}",
         )
-        _retry_policy(cause, attrs)
+        _retry_policy(cause, child)
     elif kind == CommandType.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION:
-        attrs = command.continue_as_new_workflow_execution_command_attributes
+        continued = command.continue_as_new_workflow_execution_command_attributes
         cause = _Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_CONTINUE_AS_NEW_ATTRIBUTES
         _durations(
             cause,
             [
-                ("WorkflowRunTimeout", attrs.workflow_run_timeout),
-                ("WorkflowTaskTimeout", attrs.workflow_task_timeout),
-                ("BackoffStartInterval", attrs.backoff_start_interval),
+                ("WorkflowRunTimeout", continued.workflow_run_timeout),
+                ("WorkflowTaskTimeout", continued.workflow_task_timeout),
+                ("BackoffStartInterval", continued.backoff_start_interval),
             ],
             "Invalid {name} on ContinueAsNewWorkflowExecutionCommand: {problem}.",
-            f" WorkflowType={attrs.workflow_type.name[:100]}",
+            f" WorkflowType={continued.workflow_type.name[:100]}",
         )
-        _retry_policy(cause, attrs)
-        if attrs.cron_schedule:
+        _retry_policy(cause, continued)
+        if continued.cron_schedule:
             # The next run would compute its successor's start from it when it closes, and raise there.
             try:
-                cron.validate(attrs.cron_schedule)
+                cron.validate(continued.cron_schedule)
             except cron.CronError as e:
                 raise CommandFailure(cause, f"Invalid CronSchedule: {e}") from None
     elif kind == CommandType.COMMAND_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
@@ -109,7 +113,10 @@ def _durations(cause: int, fields: list[tuple[str, Duration]], template: str, co
             raise CommandFailure(cause, template.format(name=name, problem=problem) + context)
 
 
-def _retry_policy(cause: int, attrs) -> None:  # type: ignore[no-untyped-def]
+def _retry_policy(
+    cause: int,
+    attrs: StartChildWorkflowExecutionCommandAttributes | ContinueAsNewWorkflowExecutionCommandAttributes,
+) -> None:
     if attrs.HasField("retry_policy"):
         try:
             retry.normalized(attrs.retry_policy)

@@ -16,7 +16,16 @@ from temporalio.api.history.v1 import (
 )
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
-from engine.history import activity, children, command_bounds, lifecycle, timer, updates
+from engine.history import (
+    activity,
+    activity_cancel,
+    children,
+    command_bounds,
+    lifecycle,
+    subjects,
+    timer,
+    updates,
+)
 from engine.history.errors import CommandFailure
 from engine.history.events import new_event
 from engine.history.mutation import Mutation
@@ -77,8 +86,6 @@ def apply_all(
     for message in messages.values():
         if m.state.running:
             updates.handle_message(m, message, completed_event_id=completed_event_id)
-    if m.state.running and any(u.stage == updates.ADMITTED for u in m.state.updates.values()):
-        outcome.needs_workflow_task = True  # updates that arrived during the task still need delivering
     return outcome
 
 
@@ -99,7 +106,7 @@ def _schedule_activity(m: Mutation, command: Command, ctx: _Context) -> None:
 
 
 def _request_cancel_activity(m: Mutation, command: Command, ctx: _Context) -> None:
-    if activity.request_cancel(
+    if activity_cancel.request_cancel(
         m,
         completed_event_id=ctx.completed_event_id,
         scheduled_event_id=command.request_cancel_activity_task_command_attributes.scheduled_event_id,
@@ -198,6 +205,12 @@ def _record_marker(m: Mutation, command: Command, ctx: _Context) -> None:
 
 def _upsert_search_attributes(m: Mutation, command: Command, ctx: _Context) -> None:
     attrs = command.upsert_workflow_search_attributes_command_attributes
+    if not subjects.upsert_keeps_subject(m.state.search_attributes, attrs.search_attributes):
+        raise CommandFailure(
+            WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SEARCH_ATTRIBUTES,
+            f"{subjects.DATA_SUBJECT} is set when a run starts and cannot be set, changed or removed "
+            "by an upsert: the run's payloads are sealed under its subject's key from the start.",
+        )
     m.state.search_attributes = merged_search_attributes(m.state.search_attributes, attrs.search_attributes)
     m.add(
         new_event(

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
+
+class _Run(Protocol):
+    """What require_running reads of a run's state (a protocol: the state module imports this one)."""
+
+    @property
+    def running(self) -> bool: ...
+
 
 class StaleTask(Exception):
     """A task token or timer no longer matches the run's state (completed, retried, or never existed)."""
@@ -18,6 +27,11 @@ class CommandFailure(Exception):
 
 class RunClosed(Exception):
     """The run is no longer running."""
+
+
+def require_running(state: _Run) -> None:
+    if not state.running:
+        raise RunClosed("workflow execution already completed")
 
 
 class ResetRejected(Exception):

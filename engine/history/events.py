@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
@@ -11,9 +12,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 # attributes message name -> (HistoryEvent field, EventType)
-_FIELDS: dict[str, tuple[str, int]] = {}
+_FIELDS: dict[str, tuple[str, EventType.ValueType]] = {}
 for _field in HistoryEvent.DESCRIPTOR.oneofs_by_name["attributes"].fields:
     _stem = _field.name.removesuffix("_event_attributes").upper()
+    assert _field.message_type is not None  # every oneof member is a message
     _FIELDS[_field.message_type.full_name] = (_field.name, EventType.Value("EVENT_TYPE_" + _stem))
 
 
@@ -25,8 +27,11 @@ def new_event(attributes: Message) -> HistoryEvent:
     return event
 
 
-def attributes(event: HistoryEvent) -> Message:
-    return getattr(event, event.WhichOneof("attributes"))
+def attributes(event: HistoryEvent) -> Any:
+    """The event's attributes message; Any, as its type depends on the event type (callers read shared fields)."""
+    field = event.WhichOneof("attributes")
+    assert field is not None  # new_event sets the attributes of every event
+    return getattr(event, field)
 
 
 def duration(seconds: float) -> Duration:

@@ -43,11 +43,12 @@ class ChildState(enum.Enum):
 
 
 S = TypeVar("S", bound=enum.Enum)
+S_co = TypeVar("S_co", bound=enum.Enum, covariant=True)
 
 
-class Machine(Protocol[S]):
+class Machine(Protocol[S_co]):
     @property
-    def state(self) -> S: ...
+    def state(self) -> S_co: ...
 
 
 @contextmanager

@@ -110,6 +110,10 @@ BUFFERED_TYPES = frozenset(
         EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_FAILED,
         EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
         EventType.EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_FAILED,
+        # Operator changes: buffered too, so a task in flight completes as the worker saw the run.
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_PAUSED,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UNPAUSED,
+        EventType.EVENT_TYPE_WORKFLOW_EXECUTION_OPTIONS_UPDATED,
     }
 )
 
@@ -151,6 +155,12 @@ class Mutation:
     """True when this mutation closed the run (its pending task and timer rows can go)."""
     continued: Mutation | None = None
     """The next run's first mutation, when this one continued as new (persisted in the same transaction)."""
+    retry_jitter: float = 0.0
+    """The namespace's default retry jitter fraction (retry_jitter.py; 0: off), read by the service."""
+    park_on_exhausted: bool = False
+    """The namespace's default for activities whose retries are exhausted (parking.py): park, not fail."""
+    search_attributes_changed: bool = False
+    """Set when a change without an event (parking an activity) changed the run's search attributes."""
     queries_held: bool = field(init=False, default=False)
     """Whether the run held queries for its workflow task before this change: if it stops, they go out."""
 

@@ -125,22 +125,22 @@ def apply_event(state: MutableState, event: HistoryEvent, now: datetime) -> None
     kind = event.event_type
     at = event.event_time.ToDatetime(tzinfo=now.tzinfo)
     if kind == E.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
-        attrs = event.workflow_task_scheduled_event_attributes
+        scheduled = event.workflow_task_scheduled_event_attributes
         state.workflow_task = WorkflowTaskInfo(
             scheduled_event_id=event.event_id,
-            attempt=attrs.attempt or 1,
-            task_queue=attrs.task_queue.name,
-            timeout=seconds(attrs.start_to_close_timeout),
+            attempt=scheduled.attempt or 1,
+            task_queue=scheduled.task_queue.name,
+            timeout=seconds(scheduled.start_to_close_timeout),
             scheduled_time=at,
         )
     elif kind == E.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-        attrs = event.workflow_task_started_event_attributes
+        started = event.workflow_task_started_event_attributes
         wft = state.workflow_task
-        if wft is not None and wft.scheduled_event_id == attrs.scheduled_event_id:
+        if wft is not None and wft.scheduled_event_id == started.scheduled_event_id:
             wft.started_event_id = event.event_id
             wft.started_time = at
-            wft.request_id = attrs.request_id
-            wft.identity = attrs.identity
+            wft.request_id = started.request_id
+            wft.identity = started.identity
     elif kind == E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
         state.last_completed_wft_started_event_id = (
             event.workflow_task_completed_event_attributes.started_event_id
@@ -149,52 +149,52 @@ def apply_event(state: MutableState, event: HistoryEvent, now: datetime) -> None
     elif kind in (E.EVENT_TYPE_WORKFLOW_TASK_FAILED, E.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT):
         state.workflow_task = None
     elif kind == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-        attrs = event.activity_task_scheduled_event_attributes
+        activity = event.activity_task_scheduled_event_attributes
         state.activities[event.event_id] = ActivityInfo(
             scheduled_event_id=event.event_id,
-            activity_id=attrs.activity_id,
-            activity_type=attrs.activity_type.name,
-            task_queue=attrs.task_queue.name,
-            scheduled=attrs.SerializeToString(),
+            activity_id=activity.activity_id,
+            activity_type=activity.activity_type.name,
+            task_queue=activity.task_queue.name,
+            scheduled=activity.SerializeToString(),
             scheduled_time=now,
-            schedule_to_close=seconds(attrs.schedule_to_close_timeout),
-            schedule_to_start=seconds(attrs.schedule_to_start_timeout),
-            start_to_close=seconds(attrs.start_to_close_timeout),
-            heartbeat=seconds(attrs.heartbeat_timeout),
+            schedule_to_close=seconds(activity.schedule_to_close_timeout),
+            schedule_to_start=seconds(activity.schedule_to_start_timeout),
+            start_to_close=seconds(activity.start_to_close_timeout),
+            heartbeat=seconds(activity.heartbeat_timeout),
             attempt_scheduled_time=now,
         )
     elif kind == E.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED:
-        attrs = event.activity_task_cancel_requested_event_attributes
-        info = state.activities.get(attrs.scheduled_event_id)
+        cancel = event.activity_task_cancel_requested_event_attributes
+        info = state.activities.get(cancel.scheduled_event_id)
         if info is not None:
             info.cancel_requested = True
             info.cancel_requested_event_id = event.event_id
     elif kind in _ACTIVITY_CLOSES:
         state.activities.pop(attributes(event).scheduled_event_id, None)
     elif kind == E.EVENT_TYPE_TIMER_STARTED:
-        attrs = event.timer_started_event_attributes
-        state.timers[attrs.timer_id] = TimerInfo(
-            timer_id=attrs.timer_id,
+        timer = event.timer_started_event_attributes
+        state.timers[timer.timer_id] = TimerInfo(
+            timer_id=timer.timer_id,
             started_event_id=event.event_id,
-            fire_at=at + attrs.start_to_fire_timeout.ToTimedelta(),
+            fire_at=at + timer.start_to_fire_timeout.ToTimedelta(),
         )
     elif kind == E.EVENT_TYPE_TIMER_FIRED:
         state.timers.pop(event.timer_fired_event_attributes.timer_id, None)
     elif kind == E.EVENT_TYPE_TIMER_CANCELED:
         state.timers.pop(event.timer_canceled_event_attributes.timer_id, None)
     elif kind == E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
-        attrs = event.start_child_workflow_execution_initiated_event_attributes
+        initiated = event.start_child_workflow_execution_initiated_event_attributes
         state.children[event.event_id] = ChildInfo(
             initiated_event_id=event.event_id,
-            workflow_id=attrs.workflow_id,
-            workflow_type=attrs.workflow_type.name,
-            parent_close_policy=attrs.parent_close_policy,
+            workflow_id=initiated.workflow_id,
+            workflow_type=initiated.workflow_type.name,
+            parent_close_policy=initiated.parent_close_policy,
         )
     elif kind == E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
-        attrs = event.child_workflow_execution_started_event_attributes
-        child = state.children.get(attrs.initiated_event_id)
+        child_started = event.child_workflow_execution_started_event_attributes
+        child = state.children.get(child_started.initiated_event_id)
         if child is not None:
-            child.run_id = attrs.workflow_execution.run_id
+            child.run_id = child_started.workflow_execution.run_id
             child.started_event_id = event.event_id
     elif kind in _CHILD_ENDS:
         state.children.pop(attributes(event).initiated_event_id, None)
@@ -230,22 +230,22 @@ def apply_event(state: MutableState, event: HistoryEvent, now: datetime) -> None
             admitted_event_id=event.event_id,
         )
     elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-        attrs = event.workflow_execution_update_accepted_event_attributes
-        info = state.updates.get(attrs.protocol_instance_id)
-        if info is None:
-            info = state.updates[attrs.protocol_instance_id] = UpdateInfo(
-                update_id=attrs.protocol_instance_id,
-                request=attrs.accepted_request.SerializeToString(),
+        accepted = event.workflow_execution_update_accepted_event_attributes
+        update = state.updates.get(accepted.protocol_instance_id)
+        if update is None:
+            update = state.updates[accepted.protocol_instance_id] = UpdateInfo(
+                update_id=accepted.protocol_instance_id,
+                request=accepted.accepted_request.SerializeToString(),
                 stage=updates.ACCEPTED,
             )
-        info.stage = updates.ACCEPTED
-        info.accepted_event_id = event.event_id
+        update.stage = updates.ACCEPTED
+        update.accepted_event_id = event.event_id
     elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
-        attrs = event.workflow_execution_update_completed_event_attributes
-        info = state.updates.get(attrs.meta.update_id)
-        if info is not None:
-            info.stage = updates.COMPLETED
-            info.outcome = attrs.outcome.SerializeToString()
+        update_completed = event.workflow_execution_update_completed_event_attributes
+        update = state.updates.get(update_completed.meta.update_id)
+        if update is not None:
+            update.stage = updates.COMPLETED
+            update.outcome = update_completed.outcome.SerializeToString()
     # Markers, search attribute and memo-free events, and the rest change nothing a new run needs.
 
 

@@ -24,6 +24,7 @@ from temporalio.api.history.v1 import (
     WorkflowExecutionUpdateAdmittedEventAttributes,
     WorkflowTaskFailedEventAttributes,
 )
+from temporalio.api.update.v1 import Request
 
 from engine.history import activity, workflow_task
 from engine.history.errors import ResetRejected
@@ -131,13 +132,13 @@ def _reapply(m: Mutation, events: list[HistoryEvent], excluded: set[int]) -> Non
         elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ADMITTED and update_requests:
             _admit(m, event.workflow_execution_update_admitted_event_attributes.request)
         elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED and update_requests:
-            attrs = event.workflow_execution_update_accepted_event_attributes
-            if attrs.HasField("accepted_request"):
-                _admit(m, attrs.accepted_request)
+            accepted = event.workflow_execution_update_accepted_event_attributes
+            if accepted.HasField("accepted_request"):
+                _admit(m, accepted.accepted_request)
             # Without the request it was admitted by an earlier UpdateAdmitted event, reapplied above.
 
 
-def _admit(m: Mutation, request: object) -> None:
+def _admit(m: Mutation, request: Request) -> None:
     event = m.add(
         new_event(
             WorkflowExecutionUpdateAdmittedEventAttributes(

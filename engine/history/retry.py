@@ -11,6 +11,7 @@ from temporalio.api.enums.v1 import RetryState, TimeoutType
 from temporalio.api.failure.v1 import Failure
 
 from engine.bounds import MAX_DURATION_SECONDS
+from engine.history.retry_jitter import jittered
 
 DEFAULT_INITIAL_INTERVAL = 1.0
 DEFAULT_BACKOFF_COEFFICIENT = 2.0
@@ -88,7 +89,7 @@ def is_retryable(failure: Failure | None, non_retryable_types: list[str]) -> boo
 
 @dataclass(frozen=True, slots=True)
 class RetryDecision:
-    retry_state: int
+    retry_state: RetryState.ValueType
     delay: float = 0.0
 
     @property
@@ -103,8 +104,14 @@ def decide(
     failure: Failure | None,
     now: datetime,
     expiration: datetime | None,
+    jitter: float = 0.0,
+    jitter_key: str = "",
 ) -> RetryDecision:
-    """Whether attempt `attempt` (just failed) gets another, and after what delay."""
+    """Whether attempt `attempt` (just failed) gets another, and after what delay.
+
+    `jitter` (0 to 1) shortens the policy's delay by a share keyed on `jitter_key` (retry_jitter.py); the
+    decision itself is taken on the unjittered delay, and an application's next_retry_delay is kept as is.
+    """
     if not is_retryable(failure, list(policy.non_retryable_error_types)):
         return RetryDecision(RetryState.RETRY_STATE_NON_RETRYABLE_FAILURE)
     if policy.maximum_attempts > 0 and attempt >= policy.maximum_attempts:
@@ -117,6 +124,7 @@ def decide(
     ):
         interval = failure.application_failure_info.next_retry_delay.ToTimedelta().total_seconds()
         maximum = interval  # the application's delay overrides the policy's maximum interval too
+        jitter = 0.0  # and is the application's exact choice
     else:
         initial = policy.initial_interval.ToTimedelta().total_seconds()
         try:
@@ -129,4 +137,4 @@ def decide(
         interval = maximum
     if expiration is not None and now + timedelta(seconds=interval) > expiration:
         return RetryDecision(RetryState.RETRY_STATE_TIMEOUT)
-    return RetryDecision(RetryState.RETRY_STATE_IN_PROGRESS, interval)
+    return RetryDecision(RetryState.RETRY_STATE_IN_PROGRESS, jittered(interval, jitter, jitter_key))

@@ -10,6 +10,10 @@ from temporalio.api.enums.v1 import WorkflowExecutionStatus
 from engine.history.machines import ActivityState, ChildState, TimerState
 
 RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+PAUSED = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_PAUSED
+OPEN_STATUSES = frozenset({RUNNING, PAUSED})
+"""A paused run is still open (Temporal's IsWorkflowExecutionRunning): it takes signals, fires timers and
+can be terminated; it only gets no workflow task, dispatches no activity and admits no update."""
 
 
 class WorkflowTaskInfo(msgspec.Struct, kw_only=True):
@@ -31,6 +35,9 @@ class WorkflowTaskInfo(msgspec.Struct, kw_only=True):
     identity: str = ""
     build_id: str = ""
     """The build id the polling worker reported, recorded on the started event."""
+    target_version_changed: bool = False
+    """The run is pinned to a version its deployment no longer routes to (the started event tells the
+    worker, whose SDK then suggests continue-as-new)."""
     speculative: bool = False
     """Scheduled only to carry an update: like a transient task its events are written at completion,
     and not at all if the worker just rejects the update (Temporal's speculative workflow task)."""
@@ -93,6 +100,27 @@ class ActivityInfo(msgspec.Struct, kw_only=True):
         return ActivityState.SCHEDULED if self.started_time is None else ActivityState.STARTED
 
 
+class StandaloneInfo(msgspec.Struct, kw_only=True):
+    """What a run hosting a standalone activity (StartActivityExecution) keeps beside its one activity.
+
+    The activity's retries, timeouts and heartbeats are those of any activity (engine/history/activity.py);
+    its outcome closes the run (engine/history/standalone_outcome.py) instead of scheduling a workflow task.
+    """
+
+    activity_id: str
+    """The id as the caller gave it (the run's workflow id carries a prefix: engine.history.standalone_ids)."""
+    scheduled_event_id: int
+    start_delay: float = 0.0
+    cancel_request_id: str = ""
+    canceled_reason: str = ""
+    cancel_identity: str = ""
+    terminate_request_id: str = ""
+    final: ActivityInfo | None = None
+    """The activity as it stood when it closed (the run's `activities` are emptied then): describe shows it."""
+    outcome: bytes = b""
+    """The temporalio.api.activity.v1.ActivityExecutionOutcome, serialised, once closed."""
+
+
 class TimerInfo(msgspec.Struct, kw_only=True):
     timer_id: str
     started_event_id: int
@@ -142,6 +170,19 @@ class UpdateInfo(msgspec.Struct, kw_only=True):
     """Never accepted before the run closed: its callers get NotFound, not an outcome."""
     ended_by_close: bool = False
     """The run closed before the workflow finished it (aborted, or failed by the server)."""
+    continuing: bool = False
+    """Aborted because a new run continues this one (continue-as-new, retry, cron): its caller is told to
+    send it again (Temporal's retryable ErrWorkflowClosing), and it lands on the new run."""
+
+
+class PauseInfo(msgspec.Struct, kw_only=True):
+    """Why and by whom the run was paused (PauseWorkflowExecution), shown by describe."""
+
+    pause_time: datetime
+    identity: str = ""
+    reason: str = ""
+    request_id: str = ""
+    """A pause repeated with this request id is a no-op; with another it is refused."""
 
 
 class ParentInfo(msgspec.Struct, kw_only=True):
@@ -208,10 +249,30 @@ class MutableState(msgspec.Struct, kw_only=True):
     external_signals: dict[int, ExternalRequest] = msgspec.field(default_factory=dict)
     external_cancels: dict[int, ExternalRequest] = msgspec.field(default_factory=dict)
     updates: dict[str, UpdateInfo] = msgspec.field(default_factory=dict)
+    pause: PauseInfo | None = None
+    versioning_behavior: int = 0
+    """The VersioningBehavior the last completed workflow task declared (pinned, auto-upgrade or none)."""
+    deployment_name: str = ""
+    deployment_build_id: str = ""
+    use_ramping: bool = False
+    """Continued as new with USE_RAMPING_VERSION: its first task goes to the ramping version, if any."""
+    override_behavior: int = 0
+    override_deployment_name: str = ""
+    override_build_id: str = ""
+    """An operator's versioning override (start request): pinned to this version, or auto-upgrade."""
+    """The deployment version that completed the run's last workflow task, for a versioned worker."""
+    """Set while the run is paused (status PAUSED)."""
+    standalone: StandaloneInfo | None = None
+    """Set on a run that hosts a standalone activity rather than a workflow."""
 
     @property
     def running(self) -> bool:
-        return self.status == RUNNING
+        """Open: running or paused (a paused run is not closed)."""
+        return self.status in OPEN_STATUSES
+
+    @property
+    def paused(self) -> bool:
+        return self.status == PAUSED
 
     def activity_by_id(self, activity_id: str) -> ActivityInfo | None:
         for info in self.activities.values():

@@ -16,10 +16,14 @@ from engine.history import workflow_task
 from engine.history.errors import CommandFailure, StaleTask
 from engine.history.events import new_event, seconds
 from engine.history.machines import TimerState, transition
-from engine.history.mutation import Mutation, TimerKind
+from engine.history.mutation import ACTIVITY_TIMEOUT_MIN_DELAY, Mutation, TimerKind
 from engine.history.state import TimerInfo
 
 _BAD_START = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_START_TIMER_ATTRIBUTES
+MIN_FIRE_DELAY = ACTIVITY_TIMEOUT_MIN_DELAY
+"""Temporal's timer queue fires a new task no sooner than about a second after it is created
+(TimerProcessorMaxTimeShift): a shorter timer fires about a second after it started, and two short timers
+started by one workflow task fire together."""
 
 
 def start(m: Mutation, *, completed_event_id: int, attrs: StartTimerCommandAttributes) -> None:
@@ -50,7 +54,7 @@ def start(m: Mutation, *, completed_event_id: int, attrs: StartTimerCommandAttri
     m.state.timers[attrs.timer_id] = TimerInfo(
         timer_id=attrs.timer_id, started_event_id=event.event_id, fire_at=fire_at
     )
-    m.timer(TimerKind.USER_TIMER, fire_at, event_id=event.event_id)
+    m.timer(TimerKind.USER_TIMER, max(fire_at, m.now + MIN_FIRE_DELAY), event_id=event.event_id)
 
 
 def cancel(
@@ -97,15 +101,24 @@ def cancel(
 
 
 def fire(m: Mutation, *, started_event_id: int) -> None:
-    """The timer row came due: write TimerFired if the timer is still pending."""
+    """The timer row came due: write TimerFired for it and for every other timer of the run due by now
+    (in order of when each was due, as Temporal fires a run's expired timers in one go), then schedule a
+    task. A row may fire later than its timer was due (MIN_FIRE_DELAY)."""
     if not m.state.running:
         raise StaleTask("run closed")
     info = next((t for t in m.state.timers.values() if t.started_event_id == started_event_id), None)
     if info is None:
         raise StaleTask("timer no longer pending")
-    m.add_external(
-        new_event(TimerFiredEventAttributes(timer_id=info.timer_id, started_event_id=started_event_id))
+    due = sorted(
+        (t for t in m.state.timers.values() if t is info or t.fire_at <= m.now),
+        key=lambda t: (t.fire_at, t.started_event_id),
     )
-    with transition(info, {TimerState.STARTED}, TimerState.CLOSED):
-        del m.state.timers[info.timer_id]
+    for timer in due:  # the others' rows find them gone and are stale
+        m.add_external(
+            new_event(
+                TimerFiredEventAttributes(timer_id=timer.timer_id, started_event_id=timer.started_event_id)
+            )
+        )
+        with transition(timer, {TimerState.STARTED}, TimerState.CLOSED):
+            del m.state.timers[timer.timer_id]
     workflow_task.schedule(m)

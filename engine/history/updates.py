@@ -50,6 +50,11 @@ def admit(m: Mutation, request: Request) -> UpdateInfo:
     return info
 
 
+def undelivered(state: MutableState) -> bool:
+    """Updates wait that the worker has neither accepted nor rejected: a workflow task must carry them."""
+    return any(info.stage == ADMITTED for info in state.updates.values())
+
+
 def messages(state: MutableState, started_event_id: int) -> list[Message]:
     """The requests of admitted updates, for the workflow task being handed out."""
     out = []
@@ -150,15 +155,19 @@ ACCEPTED_UPDATE_COMPLETED_WORKFLOW = Failure(
     ),
 )
 ABORTED_BY_CLOSE = "workflow update was aborted by closing workflow"
+CLOSING = "workflow operation can not be applied because workflow is closing"
+"""Temporal's ErrWorkflowClosing: a retryable answer (RESOURCE_EXHAUSTED, cause BUSY_WORKFLOW)."""
 
 
-def on_close(state: MutableState) -> None:
+def on_close(state: MutableState, *, continuing: bool = False) -> None:
     """Updates in flight when the run closes: accepted ones fail (their callers expect an outcome),
-    the others are aborted (their callers get NotFound), as Temporal does."""
+    the others are aborted, as Temporal does. An aborted caller gets NotFound, unless a new run continues
+    this one (`continuing`): then it is told to send the update again, to the new run."""
     for info in state.updates.values():
         if info.stage == ACCEPTED:
             info.ended_by_close = True
             _finish(state, info, Outcome(failure=ACCEPTED_UPDATE_COMPLETED_WORKFLOW))
         elif info.stage == ADMITTED:
             info.aborted = info.ended_by_close = True
+            info.continuing = continuing
             _finish(state, info, Outcome())

@@ -40,7 +40,7 @@ def start_to_close_timeout(default: float, attempt: int) -> float:
     exponent = min(
         attempt - _RETRY_BACKOFF_MIN_ATTEMPTS - 1, 32
     )  # capped: the maximum is reached long before
-    backoff = _RETRY_INITIAL_INTERVAL * 2**exponent
+    backoff = _RETRY_INITIAL_INTERVAL * 2.0**exponent
     return default + min(backoff, _RETRY_MAX_INTERVAL)
 
 
@@ -75,6 +75,7 @@ def started_event(state: MutableState, wft: WorkflowTaskInfo, history_size: int)
             worker_version=WorkerVersionStamp(build_id=wft.build_id) if wft.build_id else None,
             suggest_continue_as_new=bool(reasons),
             suggest_continue_as_new_reasons=reasons,
+            target_worker_deployment_version_changed=wft.target_version_changed,
         )
     )
 
@@ -87,6 +88,12 @@ def schedule(m: Mutation, *, speculative: bool = False) -> None:
     """
     state = m.state
     if state.workflow_task is not None or not state.running or state.awaiting_backoff:
+        return
+    if state.paused:
+        # No task while paused (Temporal's ScheduleWorkflowTask); what a finished task left buffered is
+        # written now, and unpausing schedules the task that delivers it.
+        if m.flush_buffer():
+            state.wft_attempt = 1  # new events: the task unpausing schedules is a first attempt
         return
     if m.flush_buffer():
         state.wft_attempt = 1
@@ -179,6 +186,7 @@ def start(
     identity: str,
     task_queue: str | None = None,
     build_id: str = "",
+    target_version_changed: bool = False,
 ) -> WorkflowTaskInfo:
     """A poller took the task (from `task_queue`): record it started and arm its start-to-close timeout."""
     state = m.state
@@ -189,11 +197,14 @@ def start(
         raise StaleTask("workflow task already started")
     if task_queue is not None and task_queue != wft.task_queue:
         raise StaleTask("workflow task moved to another queue")
+    if state.paused:
+        raise StaleTask("the run is paused")  # its row is dropped; unpausing queues the task again
     if wft.task_queue != state.task_queue:
         m.drop_timers(TimerKind.WORKFLOW_TASK_SCHEDULE_TO_START, wft.scheduled_event_id)
     wft.request_id = request_id
     wft.identity = identity
     wft.build_id = build_id
+    wft.target_version_changed = target_version_changed
     if wft.deferred and wft.scheduled_event_id != state.next_event_id:
         # Events arrived since this transient or speculative task was scheduled: it becomes a normal task.
         wft.attempt = 1
@@ -297,7 +308,7 @@ def _fail(
                 WorkflowTaskFailedEventAttributes(
                     scheduled_event_id=wft.scheduled_event_id,
                     started_event_id=wft.started_event_id,
-                    cause=cause,
+                    cause=WorkflowTaskFailedCause.ValueType(cause),
                     failure=failure,
                     identity=identity,
                     binary_checksum=binary_checksum,

@@ -18,12 +18,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, cast
 
 from django.conf import settings
 from perdura import clock
 from temporalio.api.taskqueue.v1 import PollerInfo
 
 from engine.errors import Unavailable
+
+if TYPE_CHECKING:
+    import redis.asyncio
 
 log = logging.getLogger("perdura.api")
 
@@ -112,13 +116,13 @@ class RedisPollers(PollerStore):
 
     def __init__(self, url: str) -> None:
         self._url = url
-        self._client: object | None = None
+        self._client: redis.asyncio.Redis | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._written: dict[tuple[QueueKey, str], float] = {}
         self._writes: set[asyncio.Task[None]] = set()
         self._warned = -60.0
 
-    def _redis(self):  # type: ignore[no-untyped-def]
+    def _redis(self) -> redis.asyncio.Redis:
         import redis.asyncio
 
         loop = asyncio.get_running_loop()
@@ -170,7 +174,8 @@ class RedisPollers(PollerStore):
             raw = await self._redis().hgetall(name)
         except Exception as error:
             raise Unavailable(f"the poller registry (Redis) cannot be read: {error}") from None
-        pollers = [PollerInfo.FromString(value) for value in raw.values()]
+        # The client is made without decode_responses: Redis answers bytes.
+        pollers = [PollerInfo.FromString(cast(bytes, value)) for value in raw.values()]
         alive = _fresh(pollers, clock.now())
         stale = {p.identity for p in pollers} - {p.identity for p in alive}
         if stale:

@@ -20,17 +20,23 @@ class NotYet:
     visible_at: datetime | None
 
 
-def next_task(namespace_id: uuid.UUID, kinds: list[int], task_queue: str) -> Task | None:
-    """The queue's earliest task, locked; rows other pollers hold are skipped (Postgres)."""
+def next_task(
+    namespace_id: uuid.UUID, kinds: list[int], task_queue: str, exclude: list[int] | None = None
+) -> Task | None:
+    """The queue's earliest task, locked; rows other pollers hold are skipped (Postgres), and `exclude`d ones
+    (tasks this claim already found to be for another worker version)."""
     lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     namespace = store.uuid_param(namespace_id)
+    excluded = " AND id NOT IN (" + ", ".join(["%s"] * len(exclude)) + ")" if exclude else ""
     rows = list(
         Task.objects.raw(
             "SELECT * FROM engine_task WHERE namespace_id = %s AND kind IN ("
             + ", ".join(["%s"] * len(kinds))
-            + ") AND task_queue = %s ORDER BY visible_at, id LIMIT 1"
+            + ") AND task_queue = %s"
+            + excluded
+            + " ORDER BY visible_at, id LIMIT 1"
             + lock,
-            [namespace, *kinds, task_queue],
+            [namespace, *kinds, task_queue, *(exclude or [])],
         )
     )
     return rows[0] if rows else None

@@ -45,3 +45,7 @@ def state_aad(namespace_id: uuid.UUID, run_id: str) -> bytes:
 
 def schedule_aad(namespace_id: uuid.UUID, schedule_id: str, part: str) -> bytes:
     return f"perdura/schedule/{namespace_id}/{schedule_id}/{part}".encode()
+
+
+def batch_aad(namespace_id: uuid.UUID, job_id: str) -> bytes:
+    return f"perdura/batch/{namespace_id}/{job_id}".encode()

@@ -1,11 +1,18 @@
 """Move a namespace's old ciphertexts to its current data key, online (after `perdura namespace rotate-key`).
 
 The job (engine.models.Reencryption) walks the namespace's runs by row id, then its schedules, a batch at
-a time. Each sealed column (a run's state, history batches, pending transfers and visibility memo; a
-schedule's record and memo) still sealed under a version older than the job's target is opened and sealed
+a time, and last its batch operations. Each sealed column (a run's state, history batches, pending
+transfers and visibility memo; a schedule's record and memo; a batch operation's operation) still sealed under a version older than the job's target is opened and sealed
 again, and written only if it is still the blob that was read: a write path that changed it meanwhile
 sealed it under the current key already. Each batch commits with its cursors, so a crash loses at most
 the batch in hand, and the job resumes after the last one that committed.
+
+The job runs in the background workers, never in the process that asked for it: `start` only queues
+it (a row of the namespace's re-encryption shard, due once every process seals with the new version),
+and the shard's lease holder (engine/shards/reencryption.py, in `perdura dev` the in-process shard loop)
+takes a batch per transaction, fenced on its lease, with the job's row locked: a worker killed mid-job
+leaves the job to the shard's next owner within a lease, and no two workers move it (or count its runs)
+at once.
 
 Old data stays readable at every moment: every version of the data key is kept, and a blob names the
 version that sealed it.
@@ -14,21 +21,29 @@ version that sealed it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
-from perdura import clock
+from perdura import clock, env
 
-from engine.models import Execution, HistoryBatch, Reencryption, Schedule, Transfer
-from engine.persistence import encryption
+from engine import ids
+from engine.models import BatchOperation, Execution, HistoryBatch, Reencryption, Schedule, Transfer
+from engine.persistence import encryption, wakeups
 from engine.persistence.visibility import memo_aad
 from tenants import datakeys
 from visibility.models import VisibilityRecord
 
 BATCH = 50
-"""Runs (or schedules) per step. A step is one transaction (one commit, where a commit per row made
+"""Runs (or schedules) per step by default (PERDURA_REENCRYPT_BATCH). A step is one transaction (one commit, where a commit per row made
 SQLite's fsyncs the whole cost); its writes lock only the rows they change, each for the step's few ms."""
+
+COMMIT_MARGIN = 2.0
+"""Seconds beyond PERDURA_DATAKEY_REFRESH_SECONDS: a write sealed just before a process refreshed commits
+within it."""
 
 
 def sealed_version(blob: bytes | memoryview) -> int | None:
@@ -61,27 +76,52 @@ def progress_of(job: Reencryption) -> Progress:
     return Progress(job.runs_done, job.runs_total, job.rewritten, job.finished_at is not None)
 
 
+def last_job(namespace_id: uuid.UUID) -> Reencryption | None:
+    """The namespace's latest re-encryption (under way or finished), for `--status` and the console."""
+    return Reencryption.objects.filter(namespace_id=namespace_id).order_by("-started_at", "-pk").first()
+
+
+def start_delay() -> timedelta:
+    """How long after a rotation every process seals with the new version (PERDURA_DATAKEY_REFRESH_SECONDS
+    and a margin for transactions that sealed just before it): a scan that began sooner could pass rows
+    still being sealed under the old version, so a job is not due before it."""
+    return timedelta(seconds=env.datakey_refresh_seconds() + COMMIT_MARGIN)
+
+
+def shard_of(namespace_id: uuid.UUID) -> int:
+    """The shard whose lease holder moves the namespace's re-encryption."""
+    return ids.shard_for(namespace_id, "reencrypt", settings.PERDURA_SHARDS)
+
+
 def start(namespace_id: uuid.UUID) -> Reencryption:
-    """The namespace's unfinished job, or a new one towards its current data key version."""
+    """Queue a job towards the namespace's current data key version (or answer its unfinished one), due
+    when every process seals with that version; the shard's workers move it."""
     job = Reencryption.objects.filter(namespace_id=namespace_id, finished_at__isnull=True).first()
     if job is not None:
         return job
     now = clock.now()
+    key = datakeys.current_key(namespace_id)
+    due = max(now, key.created_at + start_delay()) if key is not None and key.version > 1 else now
+    shard = shard_of(namespace_id)
     try:
         with transaction.atomic():
-            return Reencryption.objects.create(
+            job = Reencryption.objects.create(
                 namespace_id=namespace_id,
+                shard=shard,
+                next_wakeup_at=due,
                 target_version=datakeys.current_version(namespace_id),
                 runs_total=Execution.objects.filter(namespace_id=namespace_id).count(),
                 started_at=now,
                 updated_at=now,
             )
-    except IntegrityError:  # another process started it at the same moment
+            wakeups.schedule_due(shard, due)
+            return job
+    except IntegrityError:  # another process queued it at the same moment
         return Reencryption.objects.get(namespace_id=namespace_id, finished_at__isnull=True)
 
 
 def _compare_and_set(
-    model: type[models.Model], column: str, guard: str, rows: list[tuple[object, ...]]
+    model: type[models.Model], column: str, guard: str, rows: Sequence[tuple[Any, ...]]
 ) -> int:
     """Set `column` of each row (pk, guard value, new value) whose `guard` column still holds the value
     read; one statement for the lot. Answers how many rows changed."""
@@ -164,12 +204,55 @@ def _schedule_rows(namespace_id: uuid.UUID, schedule: Schedule, target: int) -> 
     return rewritten
 
 
-def step(job: Reencryption, batch: int = BATCH) -> bool:
-    """Move one batch, and save the cursor with it; False once the job is finished."""
-    if job.finished_at is not None:
-        return False
+def _batch_rows(namespace_id: uuid.UUID, target: int) -> int:
+    """Every batch operation's sealed operation (signal input, reset options), at the end of the move: a
+    namespace has few batches (one running at a time), so they need no cursor of their own."""
+    rewritten = 0
+    for pk, job_id, blob in BatchOperation.objects.filter(namespace_id=namespace_id).values_list(
+        "pk", "job_id", "operation"
+    ):
+        if blob and _stale(blob, target):
+            sealed = _reseal(namespace_id, blob, encryption.batch_aad(namespace_id, job_id), target)
+            rewritten += BatchOperation.objects.filter(pk=pk, operation=bytes(blob)).update(operation=sealed)
+    return rewritten
+
+
+def retry(pk: int) -> bool:
+    """Make a parked job due now with its attempts reset (as `perdura shards redrive` does); False when it
+    was not parked."""
+    now = clock.now()
     with transaction.atomic():
-        return _step(job, batch)
+        job = Reencryption.objects.select_for_update().filter(pk=pk, parked_at__isnull=False).first()
+        if job is None:
+            return False
+        Reencryption.objects.filter(pk=pk).update(
+            failures=0, last_error="", parked_at=None, next_wakeup_at=now, updated_at=now
+        )
+        wakeups.schedule_due(job.shard, now)
+    return True
+
+
+def step_locked(pk: int, *, batch: int | None = None) -> bool:
+    """Inside a transaction (the shard's fenced one): move the job's next batch with its row locked, and
+    save its cursors with it. False when the job is finished, parked or not due (nothing was done)."""
+    job = (
+        Reencryption.objects.select_for_update()
+        .filter(pk=pk, parked_at__isnull=True, next_wakeup_at__lte=clock.now())
+        .first()
+    )
+    if job is None or job.finished_at is not None:
+        return False
+    _step(job, batch if batch is not None else settings.PERDURA_REENCRYPT_BATCH)
+    return True
+
+
+def step(job: Reencryption, batch: int | None = None) -> bool:
+    """Move one batch of `job` outside any shard (tests, to stop a job half way); False once it is
+    finished. `job` is brought up to date."""
+    with transaction.atomic():
+        moved = step_locked(job.pk, batch=batch)
+    job.refresh_from_db()
+    return moved and job.finished_at is None
 
 
 def _step(job: Reencryption, batch: int) -> bool:
@@ -195,7 +278,9 @@ def _step(job: Reencryption, batch: int) -> bool:
         if schedules:
             job.schedules_after = schedules[-1].pk
         else:
+            rewritten += _batch_rows(namespace_id, job.target_version)
             job.finished_at = clock.now()
+            job.next_wakeup_at = None
     job.rewritten += rewritten
     job.runs_total = max(job.runs_total, job.runs_done)
     job.updated_at = clock.now()
@@ -208,19 +293,10 @@ def _step(job: Reencryption, batch: int) -> bool:
             "rewritten",
             "updated_at",
             "finished_at",
+            "next_wakeup_at",
         ]
     )
     return job.finished_at is None
-
-
-def run(job: Reencryption, *, on_progress: Callable[[Progress], None] | None = None) -> Progress:
-    """Move every batch left, reporting after each."""
-    while step(job):
-        if on_progress is not None:
-            on_progress(progress_of(job))
-    if on_progress is not None:
-        on_progress(progress_of(job))
-    return progress_of(job)
 
 
 def stale_count(namespace_id: uuid.UUID) -> int:
@@ -241,8 +317,11 @@ def stale_count(namespace_id: uuid.UUID) -> int:
         memo = (
             VisibilityRecord.objects.filter(execution_id=execution.pk).values_list("memo", flat=True).first()
         )
-        count += bool(memo) and _stale(memo, target)
+        if memo:
+            count += _stale(memo, target)
     for schedule in Schedule.objects.filter(namespace_id=namespace_id):
         count += bool(schedule.data) and _stale(schedule.data, target)
         count += bool(schedule.memo) and _stale(schedule.memo, target)
+    for blob in BatchOperation.objects.filter(namespace_id=namespace_id).values_list("operation", flat=True):
+        count += bool(blob) and _stale(blob, target)
     return count

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 from temporalio.api.history.v1 import History, HistoryEvent
@@ -12,17 +13,28 @@ from temporalio.api.history.v1 import History, HistoryEvent
 from engine import live, notify
 from engine.errors import NotFound, Unavailable
 from engine.history import state as state_codec
+from engine.history import subjects
 from engine.history.mutation import Mutation
 from engine.history.query_consistency import holds_queries
 from engine.history.state import MutableState
 from engine.models import CurrentRun, Execution, HistoryBatch, Task, Timer, Transfer
-from engine.persistence import encryption, query_rows, visibility, wakeups
+from engine.persistence import (
+    encryption,
+    query_rows,
+    retention,
+    state_seal,
+    subject_seal,
+    visibility,
+    wakeups,
+)
 
 
 def encode_state(namespace_id: uuid.UUID, state: MutableState) -> bytes:
-    return encryption.seal(
-        namespace_id, state_codec.dump(state), encryption.state_aad(namespace_id, state.run_id)
+    subject = subjects.subject_of(state.search_attributes)
+    plain = (
+        state_codec.dump(state) if subject is None else state_seal.seal_state(namespace_id, subject, state)
     )
+    return encryption.seal(namespace_id, plain, encryption.state_aad(namespace_id, state.run_id))
 
 
 def decode_state(execution: Execution) -> MutableState:
@@ -31,10 +43,10 @@ def decode_state(execution: Execution) -> MutableState:
         execution.state,
         encryption.state_aad(execution.namespace_id, execution.run_id),
     )
-    return state_codec.load(data)
+    return state_seal.open_state(execution.namespace_id, data)
 
 
-def find_execution(namespace_id: uuid.UUID, workflow_id: str, run_id: str, *, lock: bool) -> Execution:
+def find_execution(namespace_id: uuid.UUID | str, workflow_id: str, run_id: str, *, lock: bool) -> Execution:
     """The run (the current one when `run_id` is empty), optionally locked for update.
 
     Raises:
@@ -124,6 +136,10 @@ def persist(execution: Execution, m: Mutation) -> None:
         visibility.record_write_txn(execution, s, m)
     if m.closed:
         _delete_pending(execution)
+        # Every close (complete, fail, time out, terminate, cancel, continue-as-new, retry, cron) passes
+        # here: its retention row commits with the close event.
+        assert s.close_time is not None
+        retention.schedule_txn(execution, s.close_time)
     _persist_derived(execution, m)
     if m.continued is not None:
         # The next run of the chain is created in the same transaction; it becomes the current run.
@@ -151,21 +167,21 @@ def _delete_pending(execution: Execution) -> None:
         tasks._raw_delete(tasks.db)
 
 
-def _dt(value: datetime | None) -> object:
+def _dt(value: datetime | None) -> Any:
     return connection.ops.adapt_datetimefield_value(value) if value is not None else None
 
 
-def uuid_param(value: uuid.UUID | str) -> object:
+def uuid_param(value: uuid.UUID | str) -> uuid.UUID | str:
     value = value if isinstance(value, uuid.UUID) else uuid.UUID(value)
     return value if connection.features.has_native_uuid_field else value.hex
 
 
-def _execute(sql: str, params: list[object]) -> None:
+def _execute(sql: str, params: list[Any]) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
 
 
-def _execute_many(sql: str, rows: list[list[object]]) -> None:
+def _execute_many(sql: str, rows: list[list[Any]]) -> None:
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
 
@@ -188,7 +204,12 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
         _execute(f"DELETE FROM engine_timer WHERE execution_id = %s AND ({' OR '.join(clauses)})", params)
     if m.events:
         first = m.events[0].event_id
-        blob = History(events=m.events).SerializeToString()
+        subject = subjects.subject_of(m.state.search_attributes)
+        blob = (
+            History(events=m.events).SerializeToString()
+            if subject is None
+            else subject_seal.seal_events(execution.namespace_id, subject, m.events)
+        )
         _execute(
             "INSERT INTO engine_historybatch (execution_id, first_event_id, last_event_id, data) VALUES (%s, %s, %s, %s)",
             [
@@ -259,20 +280,37 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
     notify.publish_on_commit(keys)
 
 
+SMALL_READ_EVENTS = 1000
+"""A history read spanning fewer events than this fetches its batches in one statement."""
+
+
 def history_events(
-    execution: Execution, *, first_event_id: int = 1, last_event_id: int | None = None
+    execution: Execution,
+    *,
+    first_event_id: int = 1,
+    last_event_id: int | None = None,
+    keep_sealed: bool = False,
 ) -> Iterator[HistoryEvent]:
-    """The run's events from `first_event_id` (through `last_event_id`), decrypted, in order."""
+    """The run's events from `first_event_id` (through `last_event_id`), decrypted, in order.
+
+    Payloads sealed under a data subject's key are opened, or left sealed with `keep_sealed` (exports);
+    those whose key was destroyed come as erased markers either way (engine/persistence/subject_seal.py).
+    """
+    keys = subject_seal.Keys(execution.namespace_id)
     batches = HistoryBatch.objects.filter(execution=execution, last_event_id__gte=first_event_id)
     if last_event_id is not None:
         batches = batches.filter(first_event_id__lte=last_event_id)
-    for batch in batches.order_by("first_event_id").iterator():
+    batches = batches.order_by("first_event_id")
+    # A server-side cursor (what iterator() opens on Postgres) costs three statements: worth it for a
+    # whole history (an export), not for the page or the one event most reads ask for.
+    bounded = last_event_id is not None and last_event_id - first_event_id < SMALL_READ_EVENTS
+    for batch in batches if bounded else batches.iterator():
         data = encryption.unseal(
             execution.namespace_id,
             batch.data,
             encryption.history_aad(execution.namespace_id, execution.run_id, batch.first_event_id),
         )
-        for event in History.FromString(data).events:
+        for event in subject_seal.open_history(data, keys, keep_sealed=keep_sealed).events:
             if event.event_id < first_event_id:
                 continue
             if last_event_id is not None and event.event_id > last_event_id:

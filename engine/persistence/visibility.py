@@ -15,10 +15,11 @@ from django.db import transaction
 from temporalio.api.common.v1 import SearchAttributes
 from temporalio.api.enums.v1 import EventType
 
+from engine.history import subjects
 from engine.history.mutation import Mutation, NewTransfer, TransferKind
 from engine.history.state import MutableState
 from engine.models import Execution
-from engine.persistence import encryption
+from engine.persistence import encryption, subject_seal
 from visibility import registry
 from visibility.backends import backend
 from visibility.backends.base import Record
@@ -47,7 +48,7 @@ def memo_aad(namespace_id: uuid.UUID, run_id: str) -> bytes:
 
 def changed(execution: Execution, m: Mutation) -> bool:
     """Whether this mutation changes what visibility shows of the run (cheap: no decoding)."""
-    if execution.status != m.state.status:
+    if execution.status != m.state.status or m.search_attributes_changed:
         return True
     return any(e.event_type in _VISIBLE_EVENTS for e in m.events)
 
@@ -105,9 +106,7 @@ def record_write_txn(execution: Execution, state: MutableState, m: Mutation | No
             root_workflow_id=parent.root_workflow_id if parent else state.workflow_id,
             root_run_id=parent.root_run_id if parent else state.run_id,
             first_run_id=state.first_run_id,
-            memo=encryption.seal(namespace_id, state.memo, memo_aad(namespace_id, state.run_id))
-            if state.memo
-            else b"",
+            memo=_memo_sealed(namespace_id, state) if state.memo else b"",
             search_attributes=search_attributes,
             custom=custom,
         ),
@@ -115,11 +114,20 @@ def record_write_txn(execution: Execution, state: MutableState, m: Mutation | No
     )
 
 
+def _memo_sealed(namespace_id: uuid.UUID, state: MutableState) -> bytes:
+    subject = subjects.subject_of(state.search_attributes)
+    memo = state.memo if subject is None else subject_seal.seal_memo(namespace_id, subject, state.memo)
+    return encryption.seal(namespace_id, memo, memo_aad(namespace_id, state.run_id))
+
+
 def memo_open(namespace_id: uuid.UUID, run_id: str, sealed: bytes) -> bytes:
-    """The serialized Memo of a record (empty when the run has none)."""
+    """The serialized Memo of a record (empty when the run has none); a data subject's payloads opened,
+    or erased markers once the subject's key is destroyed."""
     if not sealed:
         return b""
-    return encryption.unseal(namespace_id, sealed, memo_aad(namespace_id, run_id))
+    return subject_seal.open_memo(
+        namespace_id, encryption.unseal(namespace_id, sealed, memo_aad(namespace_id, run_id))
+    )
 
 
 def forget_on_commit(execution_id: int) -> None:
@@ -132,7 +140,7 @@ def forget_on_commit(execution_id: int) -> None:
 
     def delete() -> None:
         try:
-            backend().delete(str(execution_id), db_version + 1)  # type: ignore[attr-defined]
+            backend().delete(str(execution_id), db_version + 1)  # type: ignore[attr-defined]  # indexed_async: OpenSearch's
         except Exception:  # noqa: BLE001
             log.warning("could not remove deleted run %s from OpenSearch", execution_id, exc_info=True)
 

@@ -1,8 +1,11 @@
 """Calendar specs: parsing range strings and cron strings to structured calendars, and matching times.
 
-The rules follow Temporal's scheduler (service/worker/scheduler/calendar.go): a calendar matches a
-second when every field matches it in the spec's time zone; a wall time that a daylight-saving jump
-skips never matches, and one that a fall-back repeats matches both times.
+The parsing follows Temporal's scheduler (service/worker/scheduler/calendar.go), and so does matching
+away from daylight-saving transitions: a calendar matches a second when every field matches it in the
+spec's time zone. At a transition Perdura's rule differs: a wall time that a spring-forward jump skips
+fires once, at the first instant after the gap (several skipped times fire together, once), and a wall
+time that a fall-back repeats fires once, at its first occurrence. Temporal never fires a skipped time,
+and fires a repeated one twice or once depending on the zone (README, Schedules).
 """
 
 from __future__ import annotations
@@ -285,6 +288,31 @@ def _instant(local: datetime, fold: int) -> datetime | None:
     return utc
 
 
+def _gap_end(local: datetime) -> datetime:
+    """The first instant after the daylight-saving gap that skips the wall time `local`."""
+    # fold=1 reads a skipped time with the offset after the jump (an instant before it), fold=0 with the
+    # offset before it (an instant after it): the transition lies between, found to the second.
+    lo = local.replace(fold=1).astimezone(UTC)
+    hi = local.replace(fold=0).astimezone(UTC)
+    if hi < lo:
+        lo, hi = hi, lo
+    before = lo.astimezone(local.tzinfo).utcoffset()
+    while hi - lo > timedelta(seconds=1):
+        mid = lo + (hi - lo) / 2
+        mid = mid.replace(microsecond=0)
+        if mid.astimezone(local.tzinfo).utcoffset() == before:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _instant_once(local: datetime) -> datetime:
+    """The one instant Perdura's rule gives a wall time: its first occurrence, or the end of its gap."""
+    utc = _instant(local, 0)
+    return utc if utc is not None else _gap_end(local)
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledCalendar:
     """A structured calendar with its field sets, in one time zone."""
@@ -319,8 +347,7 @@ class CompiledCalendar:
             and (d.isoweekday() % 7) in self.weekdays
         )
 
-    def matches(self, when: datetime) -> bool:
-        local = when.astimezone(self.tz)
+    def _wall_matches(self, local: datetime) -> bool:
         return (
             self._date_matches(local.date())
             and local.hour in self.hours
@@ -328,24 +355,35 @@ class CompiledCalendar:
             and local.second in self.seconds
         )
 
+    def matches(self, when: datetime) -> bool:
+        """Whether `when` (a whole second) is one of this calendar's times (exclusions use this)."""
+        local = when.astimezone(self.tz)
+        if local.fold == 1:
+            return False  # the second pass of a repeated hour: its wall times fired on the first
+        if self._wall_matches(local):
+            return True
+        # The first instant after a gap stands for every skipped wall time before it.
+        prev_wall = (when - timedelta(seconds=1)).astimezone(self.tz).replace(tzinfo=None, fold=0)
+        wall = local.replace(tzinfo=None, fold=0)
+        skipped = wall - prev_wall - timedelta(seconds=1)
+        if skipped <= timedelta(0):
+            return False
+        return any(
+            self._wall_matches((prev_wall + timedelta(seconds=i)).replace(tzinfo=self.tz))
+            for i in range(1, int(skipped.total_seconds()) + 1)
+        )
+
     def _first_in_hour(self, d: date, hour: int, after: datetime) -> datetime | None:
-        best: datetime | None = None
-        for fold in (0, 1):
-            for minute in self.minutes:
-                found = None
-                for second in self.seconds:
-                    local = datetime(d.year, d.month, d.day, hour, minute, second, tzinfo=self.tz)
-                    instant = _instant(local, fold)
-                    if instant is None:
-                        break  # the whole minute is skipped by a DST jump
-                    if instant > after:
-                        found = instant
-                        break
-                if found is not None:
-                    if best is None or found < best:
-                        best = found
-                    break
-        return best
+        # Wall times map to instants in order (a repeated time to its first pass, a skipped one to the
+        # gap's end), so the first wall time whose instant is after `after` is the answer.
+        for minute in self.minutes:
+            for second in self.seconds:
+                instant = _instant_once(
+                    datetime(d.year, d.month, d.day, hour, minute, second, tzinfo=self.tz)
+                )
+                if instant > after:
+                    return instant
+        return None
 
     def next(self, after: datetime) -> datetime | None:
         """The first matching whole second strictly after `after` (UTC), or None before MAX_YEAR ends."""

@@ -474,7 +474,7 @@ def run_closed(record: ScheduleRecord, outcome: RunOutcome) -> None:
             break
     for action in info.recent_actions:
         if action.start_workflow_result.workflow_id == outcome.workflow_id:
-            action.start_workflow_status = outcome.status  # type: ignore[assignment]
+            action.start_workflow_status = Status.ValueType(outcome.status)
     state = record.schedule.state
     failed = outcome.status in (
         Status.WORKFLOW_EXECUTION_STATUS_FAILED,

@@ -169,12 +169,15 @@ async def update_ask(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     with notify.hub.waiter(notify.run_key(status.execution.pk)) as waiter:
+        armed = False  # the first re-read comes right after arming: a change before it woke no one
         while status.stage < update_rules.COMPLETED:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            await waiter.wait(min(remaining, RECHECK_SECONDS))
-            waiter.rearm()
+            if armed:
+                await waiter.wait(min(remaining, RECHECK_SECONDS))
+                waiter.rearm()
+            armed = True
             status = await _db(
                 updates.update_status,
                 namespace=namespace,

@@ -1,5 +1,6 @@
 """Reads for the web console: a run as DescribeWorkflowExecution shows it, its history by pages, and the
-list page's rows as ListWorkflowExecutions returns them.
+list page's rows as ListWorkflowExecutions (or ListArchivedWorkflowExecutions) returns them. A run that
+retention deleted after archiving it is read from its archive, as the gRPC reads do.
 
 The console shows what the gRPC API answers, so it uses the same descriptions (run_descriptions.py)
 instead of a second rendering of the same state; these functions are synchronous (Django views call them directly).
@@ -14,14 +15,14 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from temporalio.api.history.v1 import History, HistoryEvent
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflow.v1 import WorkflowExecutionInfo
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
-from engine.errors import NotFound
+from engine.errors import FailedPrecondition, NotFound
 from engine.models import CurrentRun, Execution, HistoryBatch
-from engine.persistence import encryption, store
-from engine.services import reads
+from engine.persistence import encryption, store, subject_seal
+from engine.services import archived_runs, reads
 from engine.services.run_descriptions import describe_execution, execution_info
 from visibility import registry, selectors
 
@@ -31,19 +32,36 @@ class RunView:
     """A run as the console shows it: its row, its describe answer, its first and closing events."""
 
     execution: Execution
+    """The run's row; for an archived run, an unsaved stand-in carrying its ids and event count."""
     describe: rr.DescribeWorkflowExecutionResponse
     started: HistoryEvent | None
     closed: HistoryEvent | None
+    archived_events: tuple[HistoryEvent, ...] | None = None
+    """Every event of a run read from its archive (its rows are gone); None for a run in the hot store."""
+
+    @property
+    def archived(self) -> bool:
+        return self.archived_events is not None
 
 
 def run_view(*, namespace_id: uuid.UUID, workflow_id: str, run_id: str) -> RunView:
     """The run, described as DescribeWorkflowExecution answers, with its start and close events.
 
+    A run that retention deleted is read from its archive when it was archived (the whole object, once).
+
     Raises:
-        NotFound: no such run in the namespace.
+        NotFound: no such run in the namespace, nor in its archive.
+        Unavailable: the run is archived and the store does not answer.
+        FailedPrecondition: the run is archived and its archive is missing or does not open.
     """
 
-    snapshot = reads.run_snapshot(namespace_id=namespace_id, workflow_id=workflow_id, run_id=run_id)
+    try:
+        snapshot = reads.run_snapshot(namespace_id=namespace_id, workflow_id=workflow_id, run_id=run_id)
+    except NotFound:
+        archived = _archived_run_view(namespace_id=namespace_id, workflow_id=workflow_id, run_id=run_id)
+        if archived is None:
+            raise
+        return archived
     started = next(store.history_events(snapshot.execution, first_event_id=1, last_event_id=1), None)
     return RunView(
         execution=snapshot.execution,
@@ -51,6 +69,55 @@ def run_view(*, namespace_id: uuid.UUID, workflow_id: str, run_id: str) -> RunVi
         started=started,
         closed=reads.close_event(snapshot.execution),
     )
+
+
+def _archived_run_view(*, namespace_id: uuid.UUID, workflow_id: str, run_id: str) -> RunView | None:
+    archived = reads.archived_history(namespace_id=namespace_id, workflow_id=workflow_id, run_id=run_id)
+    if archived is None:
+        return None
+    found_run_id, events = archived
+    try:
+        describe = archived_runs.describe_archived(events, run_id=found_run_id)
+    except archived_runs.NotAnArchivedRun as e:
+        raise FailedPrecondition(str(e)) from None
+    info = describe.workflow_execution_info
+    # Never saved: the pages read the run's ids and event count from it, and nothing reads its rows.
+    stand_in = Execution(
+        namespace_id=namespace_id,
+        workflow_id=workflow_id,
+        run_id=found_run_id,
+        workflow_type=info.type.name,
+        task_queue=info.task_queue,
+        status=info.status,
+        next_event_id=events[-1].event_id + 1,
+        db_version=0,
+    )
+    return RunView(
+        execution=stand_in,
+        describe=describe,
+        started=events[0],
+        closed=events[-1],
+        archived_events=tuple(events),
+    )
+
+
+def run_page(run: RunView, *, after_event_id: int, page_size: int, descending: bool) -> list[HistoryEvent]:
+    """A page of the run's history as run_events pages it, from the archived events for an archived run."""
+    if run.archived_events is None:
+        return run_events(
+            run.execution, after_event_id=after_event_id, page_size=page_size, descending=descending
+        )
+    events = run.archived_events
+    last = len(events)
+    if descending:
+        before = after_event_id if 0 < after_event_id <= last else last + 1
+        return archived_runs.reverse_page(list(events), before_event_id=before, page_size=page_size)
+    return [e for e in events if e.event_id > after_event_id][:page_size]
+
+
+def run_whole_history(run: RunView) -> tuple[HistoryEvent, ...]:
+    """Every event of the run (run_history; the archived events for an archived run)."""
+    return run.archived_events if run.archived_events is not None else run_history(run.execution)
 
 
 def current_run_id(*, namespace_id: uuid.UUID, workflow_id: str) -> str:
@@ -87,6 +154,7 @@ def run_all_events(execution: Execution) -> Iterator[HistoryEvent]:
     time than decrypting them (about 190 of 350 ms).
     """
     last = execution.next_event_id - 1
+    keys = subject_seal.Keys(execution.namespace_id)
     rows = (
         HistoryBatch.objects.filter(execution=execution, first_event_id__lte=last)
         .order_by("first_event_id")
@@ -99,7 +167,7 @@ def run_all_events(execution: Execution) -> Iterator[HistoryEvent]:
             bytes(data),
             encryption.history_aad(execution.namespace_id, execution.run_id, first_event_id),
         )
-        for event in History.FromString(plain).events:
+        for event in subject_seal.open_history(plain, keys).events:
             if event.event_id > last:
                 return
             yield event
@@ -121,7 +189,24 @@ def run_list_page(
     return [execution_info(r, custom) for r in records], token
 
 
+def archived_list_page(
+    *, namespace_id: uuid.UUID, query: str, page_size: int, page_token: bytes
+) -> tuple[list[WorkflowExecutionInfo], bytes]:
+    """A page of the namespace's archive index as ListArchivedWorkflowExecutions returns it, and the next
+    page's token.
+
+    Raises:
+        QueryError: a bad filter or page token.
+    """
+    records, token = selectors.archived_execution_list(
+        namespace_id=namespace_id, query=query, page_size=page_size, page_token=page_token
+    )
+    custom = registry.custom_types(namespace_id)
+    return [execution_info(r, custom) for r in records], token
+
+
 __all__ = [
+    "archived_list_page",
     "NotFound",
     "RunView",
     "current_run_id",
@@ -129,7 +214,9 @@ __all__ = [
     "run_events",
     "run_history",
     "run_list_page",
+    "run_page",
     "run_view",
+    "run_whole_history",
 ]
 
 
@@ -162,6 +249,7 @@ _kept_lock = threading.Lock()
 
 def _read_events(execution: Execution, *, after: int, last: int) -> list[HistoryEvent]:
     """Events after..last as run_all_events reads them, from the batches that start after `after`."""
+    keys = subject_seal.Keys(execution.namespace_id)
     rows = (
         HistoryBatch.objects.filter(execution=execution, first_event_id__gt=after, first_event_id__lte=last)
         .order_by("first_event_id")
@@ -175,7 +263,7 @@ def _read_events(execution: Execution, *, after: int, last: int) -> list[History
             bytes(data),
             encryption.history_aad(execution.namespace_id, execution.run_id, first_event_id),
         )
-        events.extend(e for e in History.FromString(plain).events if e.event_id <= last)
+        events.extend(e for e in subject_seal.open_history(plain, keys).events if e.event_id <= last)
     return events
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perdura import clock
-from temporalio.api.enums.v1 import EventType, WorkflowExecutionStatus
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 
@@ -11,12 +11,11 @@ from engine import ids
 from engine.errors import InvalidArgument, NotFound
 from engine.history import lifecycle, reset
 from engine.history.errors import ResetRejected
+from engine.history.state import OPEN_STATUSES
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
 from engine.services.write_path import apply_locked, in_transaction
 from tenants.models import Namespace
-
-RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
 
 
 def workflow_reset(*, namespace: Namespace, request: ResetWorkflowExecutionRequest) -> str:
@@ -46,7 +45,7 @@ def _reset_txn(namespace: Namespace, request: ResetWorkflowExecutionRequest) -> 
     reset.check_point(request.workflow_task_finish_event_id, base.next_event_id)
     now = clock.now()
     running = store.find_execution(namespace.id, workflow_id, current.run_id, lock=True)
-    if running.status == RUNNING:
+    if running.status in OPEN_STATUSES:
         apply_locked(
             running,
             lambda _e, m: lifecycle.terminate(

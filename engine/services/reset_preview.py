@@ -8,6 +8,7 @@ ResetWorkflowExecution would write for the same point and exclusions, read at th
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -80,7 +81,7 @@ def reset_preview(
     workflow_id: str,
     run_id: str,
     finish_event_id: int,
-    exclude_types: set[int],
+    exclude_types: AbstractSet[int],
     reason: str = "",
 ) -> ResetPreview:
     """What `workflow_reset` would write for this point and these exclusions, writing nothing.

@@ -7,7 +7,12 @@ from datetime import datetime
 
 from perdura import clock
 from temporalio.api.common.v1 import Memo, SearchAttributes, WorkflowExecution, WorkflowType
-from temporalio.api.enums.v1 import PendingActivityState, WorkflowExecutionStatus
+from temporalio.api.enums.v1 import (
+    ParentClosePolicy,
+    PendingActivityState,
+    PendingWorkflowTaskState,
+    WorkflowExecutionStatus,
+)
 from temporalio.api.sdk.v1 import UserMetadata
 from temporalio.api.workflow.v1 import (
     PendingActivityInfo,
@@ -18,7 +23,7 @@ from temporalio.api.workflow.v1 import (
 )
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
-from engine.history import activity, activity_control
+from engine.history import activity, activity_control, run_options, versioning
 from engine.history.state import ActivityInfo
 from engine.persistence import visibility as visibility_store
 from engine.proto_values import dur, normal_queue, ts, ts_micros
@@ -100,6 +105,12 @@ def describe_execution(snap: reads.RunSnapshot) -> rr.DescribeWorkflowExecutionR
     )
     if s.close_time is not None:
         info.execution_duration.FromTimedelta(s.close_time - s.execution_time)
+    options = run_options.current(s)
+    if options.HasField("priority"):
+        info.priority.CopyFrom(options.priority)
+    versioning_info = versioning.info(s)
+    if versioning_info is not None:
+        info.versioning_info.CopyFrom(versioning_info)
     root = WorkflowExecution(workflow_id=s.workflow_id, run_id=s.run_id)
     if s.parent is not None:
         info.parent_namespace_id = s.parent.namespace_id
@@ -128,7 +139,7 @@ def describe_execution(snap: reads.RunSnapshot) -> rr.DescribeWorkflowExecutionR
                 run_id=c.run_id,
                 workflow_type_name=c.workflow_type,
                 initiated_id=c.initiated_event_id,
-                parent_close_policy=c.parent_close_policy,
+                parent_close_policy=ParentClosePolicy.ValueType(c.parent_close_policy),
             )
             for c in sorted(s.children.values(), key=lambda c: c.initiated_event_id)
         ],
@@ -137,13 +148,20 @@ def describe_execution(snap: reads.RunSnapshot) -> rr.DescribeWorkflowExecutionR
     if wft is not None:
         response.pending_workflow_task.CopyFrom(
             PendingWorkflowTaskInfo(
-                state=2 if wft.started_event_id else 1,
+                state=PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED
+                if wft.started_event_id
+                else PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED,
                 scheduled_time=ts(wft.scheduled_time),
                 original_scheduled_time=ts(wft.scheduled_time),
                 started_time=ts(wft.started_time),
                 attempt=wft.attempt,
             )
         )
+    if s.pause is not None:
+        pause_info = response.workflow_extended_info.pause_info
+        pause_info.paused_time.FromDatetime(s.pause.pause_time)
+        pause_info.identity = s.pause.identity
+        pause_info.reason = s.pause.reason
     return response
 
 

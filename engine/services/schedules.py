@@ -10,40 +10,38 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from google.protobuf.timestamp_pb2 import Timestamp
 from perdura import clock
 from temporalio.api.common.v1 import Memo, Payloads, SearchAttributes
 from temporalio.api.enums.v1 import TaskQueueKind, WorkflowIdReusePolicy
 from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailure
 from temporalio.api.failure.v1 import Failure
-from temporalio.api.schedule.v1 import Schedule, ScheduleInfo, ScheduleListEntry
+from temporalio.api.schedule.v1 import Schedule, ScheduleInfo
 from temporalio.api.workflowservice.v1 import (
     CreateScheduleRequest,
     DescribeScheduleResponse,
     ListScheduleMatchingTimesRequest,
-    ListSchedulesResponse,
     PatchScheduleRequest,
     StartWorkflowExecutionRequest,
     UpdateScheduleRequest,
 )
 
-from engine import ids, page_tokens, validation
+from engine import ids, validation
 from engine.errors import AlreadyExists, EngineError, InvalidArgument, NotFound
 from engine.history import retry
+from engine.history.state import OPEN_STATUSES
 from engine.models import CurrentRun, Execution
 from engine.models import Schedule as ScheduleRow
 from engine.persistence import encryption, store, wakeups
 from engine.schedules import rules
-from engine.schedules.spec import CompiledSpec, SpecError, clean, compile_spec
+from engine.schedules.calendar import SpecError
+from engine.schedules.spec import CompiledSpec, clean, compile_spec
 from engine.services import workflows
 from tenants.models import Namespace
-from visibility import registry as visibility_registry
-from visibility import selectors as visibility_selectors
-from visibility.query import memory
-from visibility.query.parser import QueryError
-from visibility.search_attributes import stored_values
 
 log = logging.getLogger(__name__)
 _SCHEDULER_PREFIX = "temporal-sys-scheduler:"
@@ -63,7 +61,7 @@ def _seal(row: ScheduleRow, record: rules.ScheduleRecord) -> None:
     )
 
 
-def _open(row: ScheduleRow) -> rules.ScheduleRecord:
+def open_record(row: ScheduleRow) -> rules.ScheduleRecord:
     return rules.load(
         encryption.unseal(
             row.namespace_id, row.data, encryption.schedule_aad(row.namespace_id, row.schedule_id, "data")
@@ -71,7 +69,7 @@ def _open(row: ScheduleRow) -> rules.ScheduleRecord:
     )
 
 
-def _memo(row: ScheduleRow) -> Memo | None:
+def memo_of(row: ScheduleRow) -> Memo | None:
     if not row.memo:
         return None
     return Memo.FromString(
@@ -94,7 +92,7 @@ def _get(namespace: Namespace, schedule_id: str, *, lock: bool = False) -> Sched
     return row
 
 
-def _seed(row: ScheduleRow) -> str:
+def jitter_seed_of(row: ScheduleRow) -> str:
     return rules.jitter_seed(str(row.namespace_id), row.schedule_id)
 
 
@@ -119,6 +117,7 @@ def _canonical_schedule(schedule: Schedule) -> None:
     validation.require_task_queue(action.task_queue.name)
     if not action.task_queue.kind:
         action.task_queue.kind = TaskQueueKind.TASK_QUEUE_KIND_NORMAL
+    name: Literal["workflow_execution_timeout", "workflow_run_timeout", "workflow_task_timeout"]
     for name, label in (
         ("workflow_execution_timeout", "WorkflowExecutionTimeout"),
         ("workflow_run_timeout", "WorkflowRunTimeout"),
@@ -161,7 +160,7 @@ def _outcome(workflow_id: str, execution: Execution | None) -> rules.RunOutcome:
         close = event
     result, failure, message = b"", b"", ""
     which = close.WhichOneof("attributes") if close is not None else None
-    attrs = getattr(close, which) if which else None
+    attrs: Any = getattr(close, which) if which else None  # the close event's attributes, of its type
     fields = attrs.DESCRIPTOR.fields_by_name if attrs is not None else {}
     if "result" in fields and attrs.HasField("result"):
         result = attrs.result.SerializeToString()
@@ -169,7 +168,11 @@ def _outcome(workflow_id: str, execution: Execution | None) -> rules.RunOutcome:
         failure = attrs.failure.SerializeToString()
         message = attrs.failure.message
     elif execution.status != rules.Status.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-        status_name = rules.Status.Name(execution.status).removeprefix("WORKFLOW_EXECUTION_STATUS_").lower()
+        status_name = (
+            rules.Status.Name(rules.Status.ValueType(execution.status))
+            .removeprefix("WORKFLOW_EXECUTION_STATUS_")
+            .lower()
+        )
         failure = Failure(message=f"workflow {status_name}").SerializeToString()
     return rules.RunOutcome(
         workflow_id=workflow_id,
@@ -188,7 +191,7 @@ def _still_running(row: ScheduleRow, workflow_id: str, first_run_id: str) -> tup
     execution = Execution.objects.filter(
         namespace_id=row.namespace_id, workflow_id=workflow_id, run_id=current.run_id
     ).first()
-    if execution is None or execution.status != rules.RUNNING:
+    if execution is None or execution.status not in OPEN_STATUSES:
         return False, execution
     if execution.run_id == first_run_id or store.decode_state(execution).first_run_id == first_run_id:
         return True, execution
@@ -326,7 +329,7 @@ def _tick(
     """Take every action due by `now`, apply the overlap policy, and set the next wake-up (in the caller's
     transaction, on a locked row)."""
     spec = rules.compiled(record)
-    seed = _seed(row)
+    seed = jitter_seed_of(row)
     rules.advance(record, spec, seed, now)
     _refresh(row, record)
     for _ in range(_MAX_BUFFER_PASSES):
@@ -412,12 +415,12 @@ def schedule_create(*, namespace: Namespace, request: CreateScheduleRequest) -> 
 def schedule_describe(*, namespace: Namespace, schedule_id: str) -> DescribeScheduleResponse:
     """Raises NotFound."""
     row = _get(namespace, schedule_id)
-    record = _open(row)
+    record = open_record(row)
     spec = rules.compiled(record)
     schedule = Schedule()
     schedule.CopyFrom(record.schedule)
     clean(schedule.spec)
-    info = rules.describe_info(record, spec, _seed(row))
+    info = rules.describe_info(record, spec, jitter_seed_of(row))
     # As Temporal's describe does, show only runs still going (the close transfer may not have landed yet).
     running = [e for e in info.running_workflows if _still_running(row, e.workflow_id, e.run_id)[0]]
     del info.running_workflows[:]
@@ -425,7 +428,7 @@ def schedule_describe(*, namespace: Namespace, schedule_id: str) -> DescribeSche
     return DescribeScheduleResponse(
         schedule=schedule,
         info=info,
-        memo=_memo(row),
+        memo=memo_of(row),
         search_attributes=SearchAttributes.FromString(row.search_attributes)
         if row.search_attributes
         else None,
@@ -448,7 +451,7 @@ def schedule_update(*, namespace: Namespace, request: UpdateScheduleRequest) -> 
     _canonical_schedule(schedule)
     with transaction.atomic():
         row = _get(namespace, request.schedule_id, lock=True)
-        record = _open(row)
+        record = open_record(row)
         if _conflict(request.conflict_token, record):
             # Temporal drops a conflicting update without an error (the scheduler workflow ignores it).
             return
@@ -484,7 +487,7 @@ def schedule_patch(*, namespace: Namespace, request: PatchScheduleRequest) -> No
         raise InvalidArgument("Schedule notes exceeds limit.")
     with transaction.atomic():
         row = _get(namespace, request.schedule_id, lock=True)
-        record = _open(row)
+        record = open_record(row)
         now = clock.now()
         rules.apply_patch(record, request.patch, now)
         _tick(namespace, row, record, now)
@@ -497,77 +500,19 @@ def schedule_delete(*, namespace: Namespace, schedule_id: str) -> None:
         raise _not_found(schedule_id)
 
 
-def schedule_list(
-    *, namespace: Namespace, page_size: int, page_token: bytes, query: str
-) -> ListSchedulesResponse:
-    """Schedules in id order, a page at a time (the token is the last id of the previous page).
-
-    A query is Temporal's list filter over the schedules' search attributes and TemporalSchedulePaused,
-    evaluated here with visibility's reference evaluator: a namespace holds few schedules, so they are
-    filtered as they are read rather than indexed.
-
-    Raises InvalidArgument for a malformed query or page token.
-    """
-    try:
-        resolved = (
-            visibility_selectors.filter_parse(namespace_id=namespace.id, query=query) if query else None
-        )
-    except QueryError as e:
-        raise InvalidArgument(str(e)) from None
-    page_size = page_size if 0 < page_size <= 1000 else 1000
-    rows = ScheduleRow.objects.filter(namespace=namespace).order_by("schedule_id")
-    if page_token:
-        rows = rows.filter(schedule_id__gt=page_tokens.schedules_decode(page_token))
-    custom = visibility_registry.custom_types(namespace.id) if resolved is not None else {}
-    page: list[tuple[ScheduleRow, rules.ScheduleRecord]] = []
-    more = False
-    for row in rows.iterator():
-        record = _open(row)
-        if resolved is not None and not memory.matches(resolved, _filter_values(row, record, custom)):
-            continue
-        if len(page) == page_size:
-            more = True
-            break
-        page.append((row, record))
-    entries = []
-    for row, record in page:
-        info = rules.list_info(record, rules.compiled(record), _seed(row))
-        clean(info.spec)
-        entries.append(
-            ScheduleListEntry(
-                schedule_id=row.schedule_id,
-                memo=_memo(row),
-                search_attributes=SearchAttributes.FromString(row.search_attributes)
-                if row.search_attributes
-                else None,
-                info=info,
-            )
-        )
-    token = page_tokens.schedules_encode(page[-1][0].schedule_id) if more and page else b""
-    return ListSchedulesResponse(schedules=entries, next_page_token=token)
-
-
-def _filter_values(row: ScheduleRow, record: rules.ScheduleRecord, custom: dict) -> dict[str, object]:  # type: ignore[type-arg]
-    """What a list filter sees of a schedule: its typed search attributes and whether it is paused."""
-    attrs = (
-        SearchAttributes.FromString(row.search_attributes) if row.search_attributes else SearchAttributes()
-    )
-    values = stored_values(attrs, custom)
-    values["TemporalSchedulePaused"] = record.schedule.state.paused
-    return values
-
-
-def schedule_matching_times(*, namespace: Namespace, request: ListScheduleMatchingTimesRequest) -> list:  # type: ignore[type-arg]
+def schedule_matching_times(
+    *, namespace: Namespace, request: ListScheduleMatchingTimesRequest
+) -> list[Timestamp]:
     """The schedule's action times in (start, end]. Raises NotFound, InvalidArgument."""
     if not request.HasField("start_time") or not request.HasField("end_time"):
         raise InvalidArgument("missing or invalid query")
     row = _get(namespace, request.schedule_id)
-    record = _open(row)
+    record = open_record(row)
     spec = rules.compiled(record)
     if spec is None:
         raise InvalidArgument(f"invalid schedule: {record.info.invalid_schedule_error}")
     return rules.list_matching_times(
-        spec, _seed(row), request.start_time.ToDatetime(UTC), request.end_time.ToDatetime(UTC)
+        spec, jitter_seed_of(row), request.start_time.ToDatetime(UTC), request.end_time.ToDatetime(UTC)
     )
 
 
@@ -575,6 +520,6 @@ def schedule_tick_locked(row: ScheduleRow, now: datetime) -> None:
     """On a locked, due schedule row, inside the caller's transaction: take every action due by `now`
     and save the record with its next wake-up (the shard's tick, engine/shards/schedules.py)."""
     namespace = Namespace.objects.get(pk=row.namespace_id)
-    record = _open(row)
+    record = open_record(row)
     _tick(namespace, row, record, now)
     _save(row, record)

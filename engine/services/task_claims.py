@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
 from perdura import clock
 
+from engine import notify
+from engine.history import workflow_task
 from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TaskKind
 from engine.matching import queue
 from engine.models import Execution, Task
 from engine.persistence import store
+from engine.services import task_routing
 from engine.services.write_path import apply_locked, in_transaction
 
 T = TypeVar("T")
 _MAX_STALE_PER_CLAIM = 50
-_DISCARDED = object()
+
+
+class _Discarded(enum.Enum):
+    """The claim's marker for a task it dropped: try the next (a one-member enum, so the checker narrows it)."""
+
+    DISCARDED = enum.auto()
+
+
+_DISCARDED = _Discarded.DISCARDED
 
 
 def claim(
@@ -26,27 +38,41 @@ def claim(
     task_queue: str,
     start: Callable[[Execution, Mutation, Task], T],
     start_query: Callable[[Task], T] | None = None,
+    router: task_routing.Router | None = None,
 ) -> T | queue.NotYet:
     """Claim the next visible task and apply `start` to its run, in one transaction.
 
     The task row is deleted in the same transaction that records the start, so a task is handed out
     at most once; a task whose run no longer expects it (StaleTask) is discarded and the next tried.
     Workflow pollers also take query tasks (`start_query`), which change nothing in the run.
+    With a `router` (worker versioning), tasks of runs routed to another version are left for their
+    pollers (`skipped`), and a sticky task whose run moved to another version goes back to its normal queue.
     """
     kinds = [kind, TaskKind.QUERY] if start_query is not None else [kind]
+    skipped: list[int] = []
 
-    def take() -> T | queue.NotYet | object:
-        task = queue.next_task(namespace_id, kinds, task_queue)
+    def take() -> T | queue.NotYet | _Discarded:
+        task = queue.next_task(namespace_id, kinds, task_queue, exclude=skipped)
         now = clock.now()
         if task is None or task.visible_at > now:
             return queue.NotYet(task.visible_at if task is not None else None)
         if task.kind == TaskKind.QUERY:
             assert start_query is not None
+            if router is not None and not _query_routed(router, task):
+                skipped.append(task.pk)
+                return _DISCARDED
             queue.delete(task)
             return start_query(task)
         execution = store.lock_execution(task.execution_id)
         if execution is None:
             queue.delete(task)
+            return _DISCARDED
+        if router is not None and not router.accepts(store.decode_state(execution)):
+            if task.task_queue != execution.task_queue:
+                apply_locked(execution, lambda _e, m: workflow_task.unstick(m), now=now)
+                queue.delete(task)
+            else:
+                skipped.append(task.pk)
             return _DISCARDED
         try:
             result = apply_locked(execution, lambda e, m: start(e, m, task), now=now)
@@ -59,5 +85,19 @@ def claim(
     for _ in range(_MAX_STALE_PER_CLAIM):
         outcome = in_transaction(take)
         if outcome is not _DISCARDED:
-            return outcome  # type: ignore[return-value]
-    return queue.NotYet(clock.now())
+            return outcome
+    # Only tasks for other versions may be left: wait for a wake-up (a routing change wakes the queue).
+    return queue.NotYet(None if skipped else clock.now())
+
+
+def _query_routed(router: task_routing.Router, task: Task) -> bool:
+    """A query goes to the pollers its run is routed to; on a sticky queue of another version, it moves."""
+    execution = task.execution
+    if router.accepts(store.decode_state(execution)):
+        return True
+    if task.task_queue != execution.task_queue:
+        Task.objects.filter(pk=task.pk).update(task_queue=execution.task_queue)
+        notify.publish_on_commit(
+            {notify.task_queue_key(task.namespace_id, TaskKind.WORKFLOW, execution.task_queue): 1}
+        )
+    return False

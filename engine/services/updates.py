@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from temporalio.api.enums.v1 import ResourceExhaustedCause, ResourceExhaustedScope
+from temporalio.api.errordetails.v1 import ResourceExhaustedFailure
 from temporalio.api.update.v1 import Outcome, Request
 
-from engine.errors import NotFound
-from engine.history import updates
+from engine.errors import FailedPrecondition, NotFound, ResourceExhausted
+from engine.history import pause, updates
 from engine.history.mutation import Mutation
+from engine.history.state import MutableState
 from engine.models import Execution
 from engine.persistence import store
 from engine.services.write_path import run_update
@@ -24,11 +27,29 @@ class UpdateStatus:
     ended_by_close: bool = False
 
 
-def _status(execution: Execution, update_id: str, state, include_ended: bool = False) -> UpdateStatus:  # type: ignore[no-untyped-def]
+def _status(
+    execution: Execution,
+    update_id: str,
+    state: MutableState,
+    include_ended: bool = False,
+    waiting: bool = False,
+) -> UpdateStatus:
     info = state.updates.get(update_id)
     if info is None:
         raise NotFound(f"update {update_id!r} not found")
     if info.aborted and not include_ended:
+        if info.continuing and waiting:
+            # The run continued in a new one before the workflow saw the update: the SDK sends it again
+            # on this answer, and the run it resolves now is the new one (Temporal's ErrWorkflowClosing).
+            raise ResourceExhausted(
+                updates.CLOSING,
+                ResourceExhaustedFailure(
+                    cause=ResourceExhaustedCause.RESOURCE_EXHAUSTED_CAUSE_BUSY_WORKFLOW,
+                    scope=ResourceExhaustedScope.RESOURCE_EXHAUSTED_SCOPE_NAMESPACE,
+                ),
+            )
+        if info.continuing:
+            raise NotFound("workflow execution already completed")
         raise NotFound(updates.ABORTED_BY_CLOSE)
     return UpdateStatus(
         execution=execution,
@@ -46,6 +67,7 @@ def update_admit(
 
     Raises:
         NotFound: no such run, or it has closed (unless this update already finished there).
+        FailedPrecondition: the run is paused.
     """
     execution = store.find_execution(namespace.id, workflow_id, run_id, lock=False)
     state = store.decode_state(execution)
@@ -56,10 +78,14 @@ def update_admit(
         if request.meta.update_id not in state.updates:
             raise NotFound("workflow execution already completed")
         return _status(execution, request.meta.update_id, state)
+    if state.paused:
+        raise FailedPrecondition(pause.UPDATE_WHILE_PAUSED)
 
     def admit(execution: Execution, m: Mutation) -> UpdateStatus:
         if not m.state.running:
             raise NotFound("workflow execution already completed")
+        if m.state.paused:
+            raise FailedPrecondition(pause.UPDATE_WHILE_PAUSED)
         updates.admit(m, request)
         return _status(execution, request.meta.update_id, m.state)
 
@@ -69,8 +95,20 @@ def update_admit(
 
 
 def update_status(
-    *, namespace: Namespace, workflow_id: str, run_id: str, update_id: str, include_ended: bool = False
+    *,
+    namespace: Namespace,
+    workflow_id: str,
+    run_id: str,
+    update_id: str,
+    include_ended: bool = False,
+    waiting: bool = False,
 ) -> UpdateStatus:
-    """Where the update stands. `include_ended` also returns updates the run's close aborted."""
+    """Where the update stands. `include_ended` also returns updates the run's close aborted.
+
+    Raises:
+        NotFound: no such run or update, or the update was aborted by the run's close.
+        ResourceExhausted: (`waiting`: for a caller waiting on the update since it was admitted) a new run
+            continued this one before the workflow saw the update; the caller is to send it again.
+    """
     execution = store.find_execution(namespace.id, workflow_id, run_id, lock=False)
-    return _status(execution, update_id, store.decode_state(execution), include_ended)
+    return _status(execution, update_id, store.decode_state(execution), include_ended, waiting)

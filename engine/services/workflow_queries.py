@@ -83,6 +83,8 @@ def _not_ready(message: str) -> FailedPrecondition:
 
 def _rejected(state: MutableState, condition: int) -> bool:
     status = state.status
+    if state.paused:
+        return True  # a paused run answers no query, whatever the condition (Temporal's QueryRejected PAUSED)
     if state.running or condition == QueryRejectCondition.QUERY_REJECT_CONDITION_NONE:
         return False
     return condition == QueryRejectCondition.QUERY_REJECT_CONDITION_NOT_OPEN or (
@@ -145,6 +147,7 @@ def query_submit(
 
 def query_started(task: Task, *, sticky: bool) -> StartedQuery:
     """Called by the claim of a query task (its row already deleted in the same transaction)."""
+    assert task.query_id is not None  # a query task names its query
     row = Query.objects.select_related("execution").get(pk=task.query_id)
     execution = row.execution
     state = store.decode_state(execution)

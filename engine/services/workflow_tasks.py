@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure, ServerFailureInfo
@@ -20,10 +22,12 @@ from engine.history.state import WorkflowTaskInfo
 from engine.matching import queue
 from engine.models import Execution, Task
 from engine.persistence import query_rows
-from engine.services import activity_tasks, search_attributes, task_claims, workflow_queries
+from engine.services import activity_tasks, search_attributes, task_claims, task_routing, workflow_queries
 from engine.services.write_path import run_update, update_execution
 from engine.tokens import TaskToken
 from tenants.models import Namespace
+
+T = TypeVar("T")
 
 TASK_NOT_FOUND = "Workflow task not found."
 
@@ -86,8 +90,17 @@ def started_task_for(execution: Execution, m: Mutation, wft: WorkflowTaskInfo) -
 
 
 def poll_once(
-    *, namespace: Namespace, task_queue: str, identity: str, request_id: str, build_id: str = ""
+    *,
+    namespace: Namespace,
+    task_queue: str,
+    identity: str,
+    request_id: str,
+    build_id: str = "",
+    version: task_routing.PollerVersion | None = None,
 ) -> StartedWorkflowTask | workflow_queries.StartedQuery | queue.NotYet:
+    """Claim the queue's next task for this poller (`version`: the deployment version it serves, if any)."""
+    router = task_routing.router_for(namespace.id, version)
+
     def start(execution: Execution, m: Mutation, task: Task) -> StartedWorkflowTask:
         wft = workflow_task.start(
             m,
@@ -97,6 +110,7 @@ def poll_once(
             identity=identity,
             task_queue=task.task_queue,
             build_id=build_id,
+            target_version_changed=router is not None and router.target_changed(m.state),
         )
         # A task taken from the worker's sticky queue goes to a worker that holds the run: new events only.
         return _started(
@@ -110,7 +124,7 @@ def poll_once(
     def start_query(task: Task) -> workflow_queries.StartedQuery:
         return workflow_queries.query_started(task, sticky=task.task_queue != task.execution.task_queue)
 
-    return task_claims.claim(namespace.id, TaskKind.WORKFLOW, task_queue, start, start_query)
+    return task_claims.claim(namespace.id, TaskKind.WORKFLOW, task_queue, start, start_query, router)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +238,7 @@ def workflow_task_fail(
     )
 
 
-def _update(namespace: Namespace, token: TaskToken, apply):  # type: ignore[no-untyped-def]
+def _update(namespace: Namespace, token: TaskToken, apply: Callable[[Execution, Mutation], T]) -> T:
     try:
         return run_update(
             namespace_id=namespace.id, workflow_id=token.workflow_id, run_id=token.run_id, apply=apply

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import IntegrityError
 from perdura import clock
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Header, Payloads
 from temporalio.api.enums.v1 import (
     WorkflowExecutionStatus,
     WorkflowIdConflictPolicy,
@@ -19,9 +19,9 @@ from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
 from engine import ids
 from engine.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from engine.history import cron, lifecycle, workflow_task
+from engine.history import cron, lifecycle, versioning, workflow_task
 from engine.history.mutation import Mutation, TaskKind
-from engine.history.state import ParentInfo
+from engine.history.state import OPEN_STATUSES, ParentInfo
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
 from engine.persistence import visibility as visibility_store
@@ -29,7 +29,6 @@ from engine.services import workflow_tasks
 from engine.services.write_path import apply_locked, in_transaction, run_update
 from tenants.models import Namespace
 
-RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
 _FAILED_STATUSES = {
     WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_FAILED,
     WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_CANCELED,
@@ -42,7 +41,7 @@ _FAILED_STATUSES = {
 class StartResult:
     run_id: str
     started: bool
-    eager_workflow_task: object | None = None
+    eager_workflow_task: workflow_tasks.StartedWorkflowTask | None = None
     """The first workflow task, started for the caller's own worker (eager workflow start)."""
 
 
@@ -54,7 +53,7 @@ def _already_started(message: str, request_id: str, run_id: str) -> AlreadyExist
 
 def _terminate_for_new_start(execution: Execution, new_run_id: str) -> None:
     execution = Execution.objects.select_for_update().get(pk=execution.pk)
-    if execution.status != RUNNING:  # the row's status is the state's, as of the last persist
+    if execution.status not in OPEN_STATUSES:  # the row's status is the state's, as of the last persist
         return
     apply_locked(
         execution,
@@ -98,11 +97,13 @@ def workflow_start(
     on_running: Callable[[Execution], None] | None = None,
     signal: Callable[[Mutation], None] | None = None,
     parent: ParentInfo | None = None,
+    inherited: versioning.Inherited | None = None,
 ) -> StartResult:
     """Start a run, or apply the workflow id policies to the current one.
 
     `on_running` (signal-with-start) is applied to a running current run instead of starting;
-    `signal` is applied to a new run right after its start event.
+    `signal` is applied to a new run right after its start event. A child gets the versioning its parent
+    passes on (`inherited`).
 
     Raises:
         AlreadyExists: the id is taken under the request's policies (details carry the run id).
@@ -120,7 +121,7 @@ def workflow_start(
         )
     # IntegrityError: another start created the current-run row at the same moment; decide again against it.
     return in_transaction(
-        lambda: _start_txn(namespace, request, on_running, signal, parent),
+        lambda: _start_txn(namespace, request, on_running, signal, parent, inherited),
         attempts=2,
         retry_on=(IntegrityError,),
     )
@@ -132,6 +133,7 @@ def _start_txn(
     on_running: Callable[[Execution], None] | None,
     signal: Callable[[Mutation], None] | None,
     parent: ParentInfo | None = None,
+    inherited: versioning.Inherited | None = None,
 ) -> StartResult:
     current = (
         CurrentRun.objects.select_for_update()
@@ -145,7 +147,7 @@ def _start_txn(
         )
         if request.request_id and request.request_id == current.start_request_id:
             return StartResult(run_id=current.run_id, started=True)
-        if previous.status == RUNNING:
+        if previous.status in OPEN_STATUSES:
             if on_running is not None:
                 on_running(previous)
                 return StartResult(run_id=previous.run_id, started=False)
@@ -193,6 +195,7 @@ def _start_txn(
         ids=ids.SYSTEM,
         schedule_first_task=signal is None,
         parent=parent,
+        inherited=inherited,
         first_task_backoff=_first_task_backoff(request),
     )
     if signal is not None:
@@ -240,7 +243,7 @@ def workflow_signal(
     input: Payloads | None,
     identity: str,
     request_id: str,
-    header: object | None,
+    header: Header | None,
 ) -> None:
     run_update(
         namespace_id=namespace.id,
@@ -304,7 +307,7 @@ def workflow_delete(*, namespace: Namespace, workflow_id: str, run_id: str) -> N
         NotFound: no such run.
     """
     execution = store.find_execution(namespace.id, workflow_id, run_id, lock=False)
-    if execution.status == RUNNING:
+    if execution.status in OPEN_STATUSES:
         try:
             workflow_terminate(
                 namespace=namespace,

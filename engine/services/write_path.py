@@ -10,13 +10,14 @@ compose them with the rows they claim or create in the same transaction.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
 from django.db import OperationalError, transaction
-from perdura import clock
+from perdura import clock, metrics
 
 from engine import ids
 from engine.errors import NotFound, Unavailable
@@ -24,10 +25,17 @@ from engine.history.errors import RunClosed
 from engine.history.mutation import Mutation
 from engine.models import Execution
 from engine.persistence import leases, store
+from tenants import selectors
 
 T = TypeVar("T")
 _ATTEMPTS = 5
 _RETRYABLE_SQLSTATES = {"40P01", "40001"}  # deadlock detected, serialization failure
+
+
+_FENCED = metrics.db_transaction_duration.labels("true")
+_UNFENCED = metrics.db_transaction_duration.labels("false")
+_DEADLOCK_RETRIES = metrics.db_transaction_retries.labels("deadlock")
+_CONFLICT_RETRIES = metrics.db_transaction_retries.labels("conflict")
 
 
 def retryable(error: OperationalError) -> bool:
@@ -49,8 +57,10 @@ def in_transaction(
     Raises:
         leases.LeaseLost: the shard's lease moved on; nothing was written.
     """
+    duration = _FENCED if shard is not None else _UNFENCED
     for attempt in range(attempts):
         last = attempt == attempts - 1
+        started = time.perf_counter()
         try:
             with transaction.atomic():
                 if shard is not None:
@@ -60,10 +70,24 @@ def in_transaction(
         except OperationalError as e:
             if last or not retryable(e):
                 raise
+            _DEADLOCK_RETRIES.inc()
         except retry_on:
             if last:
                 raise
+            _CONFLICT_RETRIES.inc()
+        finally:
+            # Each attempt, committed or rolled back: the time a connection and its locks were held.
+            duration.observe(time.perf_counter() - started)
     raise AssertionError("unreachable")
+
+
+def _retry_defaults(namespace: str) -> tuple[float, bool]:
+    """The namespace's default retry jitter and whether exhausted activities park (read through the
+    control plane's few-seconds cache)."""
+    row = selectors.namespace_by_name(namespace)
+    if row is None:
+        return 0.0, False
+    return row.retry_jitter, row.on_retries_exhausted == "park"
 
 
 def apply_locked(
@@ -73,7 +97,9 @@ def apply_locked(
 
     `apply` is pure apart from its Mutation; if it raises, nothing of the run is written.
     """
-    m = Mutation(store.decode_state(execution), now or clock.now(), ids.SYSTEM)
+    state = store.decode_state(execution)
+    jitter, park = _retry_defaults(state.namespace)
+    m = Mutation(state, now or clock.now(), ids.SYSTEM, retry_jitter=jitter, park_on_exhausted=park)
     result = apply(execution, m)
     store.persist(execution, m)
     return result
@@ -81,7 +107,7 @@ def apply_locked(
 
 def run_update(
     *,
-    namespace_id: uuid.UUID,
+    namespace_id: uuid.UUID | str,
     workflow_id: str,
     run_id: str,
     apply: Callable[[Execution, Mutation], T],

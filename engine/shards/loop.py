@@ -11,7 +11,7 @@ from perdura import clock
 
 from engine import dbthreads, notify
 from engine.persistence.wakeups import SWEEP_SECONDS
-from engine.shards import budget, timers
+from engine.shards import budget, namespace_purge, timers
 from engine.shards.failure_log import FailureLog
 
 log = logging.getLogger("perdura.shards")
@@ -21,6 +21,9 @@ failure_log = FailureLog(log)
 def owner_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
+
+PURGE_SECONDS = 5.0
+"""How often the loop looks for deleted namespaces whose runs are still there (as beat does)."""
 
 DEV_PASS_SECONDS = 0.3
 """A pass over one shard in `perdura dev` holds its only database thread, which serves the API too."""
@@ -52,9 +55,13 @@ async def run_timer_loop(stop: asyncio.Event) -> None:
     wake = asyncio.Event()
     notify.hub.subscribe(lambda counts: notify.TIMERS_KEY in counts and loop.call_soon_threadsafe(wake.set))
     owner = owner_name()
+    purge_at = 0.0
     while not stop.is_set():
         wake.clear()
         try:
+            if loop.time() >= purge_at:
+                purge_at = loop.time() + PURGE_SECONDS
+                await dbthreads.run(namespace_purge.purge_pass)
             await _process_due(owner)
             first = await dbthreads.run(timers.next_fire_at)
         except Exception as e:  # noqa: BLE001 - nothing stops the loop but `stop`

@@ -1,6 +1,7 @@
 """Failure isolation of the shard queues: retry with backoff, park after the last attempt, redrive.
 
-Every shard queue (timers, transfers, visibility indexing, schedule ticks) handles one row at a time.
+Every shard queue (timers, transfers, visibility indexing, schedule ticks, retention, batches, re-encryption)
+handles one row at a time.
 When a row's processing raises, the row (not the shard, not the loop) pays for it:
 
 - its failure count goes up, its last error is kept, and its due time moves to its next attempt
@@ -15,7 +16,7 @@ What is not a row's fault is told apart explicitly, and never charged to a row:
 - an outage (the database unreachable, OpenSearch down): the pass stops (`Outage`) or waits with the
   process-wide OpenSearch backoff (engine/shards/visibility_index.py); rows keep their counts.
 
-A new queue (retention, archival, batches) derives its model from `ShardQueueRow`, puts `parked_at IS NULL`
+A new queue (retention and batches did; archival) derives its model from `ShardQueueRow`, puts `parked_at IS NULL`
 in its due index's condition, adds itself to the tables below and calls `row_failed` from its loop.
 """
 
@@ -31,7 +32,8 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from perdura import clock
 
 from engine.history.mutation import TimerKind, TransferKind
-from engine.models import Schedule, Timer, Transfer
+from engine.history.retention import Step
+from engine.models import BatchOperation, Reencryption, Retention, Schedule, Timer, Transfer
 from engine.persistence import leases
 from engine.shards import backoff
 from engine.shards.failure_log import FailureLog
@@ -40,7 +42,8 @@ log = logging.getLogger("perdura.shards")
 failure_log = FailureLog(log)
 
 TIMER, TRANSFER, VISIBILITY, SCHEDULE = "timer", "transfer", "visibility", "schedule"
-QUEUES = (TIMER, TRANSFER, VISIBILITY, SCHEDULE)
+RETENTION, BATCH, REENCRYPTION = "retention", "batch", "reencryption"
+QUEUES = (TIMER, TRANSFER, VISIBILITY, SCHEDULE, RETENTION, BATCH, REENCRYPTION)
 """The shard queues; visibility rows are transfer rows of kind VISIBILITY, counted apart."""
 
 _MODELS: dict[str, type[models.Model]] = {
@@ -48,8 +51,19 @@ _MODELS: dict[str, type[models.Model]] = {
     TRANSFER: Transfer,
     VISIBILITY: Transfer,
     SCHEDULE: Schedule,
+    RETENTION: Retention,
+    BATCH: BatchOperation,
+    REENCRYPTION: Reencryption,
 }
-_DUE_FIELD = {TIMER: "fire_at", TRANSFER: "retry_at", VISIBILITY: "retry_at", SCHEDULE: "next_wakeup_at"}
+_DUE_FIELD = {
+    TIMER: "fire_at",
+    TRANSFER: "retry_at",
+    VISIBILITY: "retry_at",
+    SCHEDULE: "next_wakeup_at",
+    RETENTION: "due_at",
+    BATCH: "next_wakeup_at",
+    REENCRYPTION: "next_wakeup_at",
+}
 
 
 class Outage(Exception):
@@ -126,7 +140,7 @@ def _charge(
         with transaction.atomic():
             leases.check(shard, range_id)
             before = (
-                model.objects.select_for_update()  # type: ignore[attr-defined]
+                model.objects.select_for_update()  # type: ignore[attr-defined]  # _MODELS' models all have `objects`
                 .filter(pk=pk, parked_at__isnull=True)
                 .values_list("failures", flat=True)
                 .first()
@@ -144,7 +158,7 @@ def _charge(
                     fields["retry_at"] = None
             else:
                 fields[_DUE_FIELD[queue]] = outcome.retry_at
-            model.objects.filter(pk=pk).update(**fields)  # type: ignore[attr-defined]
+            model.objects.filter(pk=pk).update(**fields)  # type: ignore[attr-defined]  # as in _charge's read
     except leases.LeaseLost:
         raise
     except (OperationalError, InterfaceError) as e:
@@ -184,7 +198,7 @@ class ParkedRow:
     shard: int
     namespace: str
     workflow_id: str
-    """The run's workflow id; a schedule's id for schedule rows."""
+    """The run's workflow id; a schedule's id for schedule rows, a batch's job id for batch rows."""
     run_id: str
     kind: str
     attempts: int
@@ -199,62 +213,69 @@ def _kind_name(enum: type[TimerKind] | type[TransferKind], value: int) -> str:
         return f"UNKNOWN({value})"
 
 
+def retention_step_name(step: int) -> str:
+    """How a retention row's step shows as its kind (`RETENTION_HISTORY`)."""
+    try:
+        return f"RETENTION_{Step(step).name}"
+    except ValueError:
+        return f"RETENTION_UNKNOWN({step})"
+
+
+def _run_row(queue: str, row: Timer | Transfer | Retention, kind: str) -> ParkedRow:
+    """A parked row of one run's queue (timers, transfers, visibility, retention)."""
+    run = row.execution
+    return ParkedRow(
+        id=f"{queue}:{row.pk}",
+        queue=queue,
+        shard=row.shard,
+        namespace=run.namespace.name,
+        workflow_id=run.workflow_id,
+        run_id=run.run_id,
+        kind=kind,
+        attempts=row.failures,
+        last_error=row.last_error,
+        parked_at=row.parked_at,  # type: ignore[arg-type]  # parked rows only: never None
+    )
+
+
+def _namespace_row(
+    queue: str, row: Schedule | BatchOperation | Reencryption, name: str, kind: str
+) -> ParkedRow:
+    """A parked row of a namespace's queue (schedule ticks, batches, re-encryptions), named by its schedule
+    or job id."""
+    return ParkedRow(
+        id=f"{queue}:{row.pk}",
+        queue=queue,
+        shard=row.shard,
+        namespace=row.namespace.name,
+        workflow_id=name,
+        run_id="",
+        kind=kind,
+        attempts=row.failures,
+        last_error=row.last_error,
+        parked_at=row.parked_at,  # type: ignore[arg-type]  # parked rows only: never None
+    )
+
+
 def parked_list(*, namespace: str | None = None) -> list[ParkedRow]:
     """Every parked row (of one namespace, by name, if given), oldest parking first."""
+    of_run = {} if namespace is None else {"execution__namespace__name": namespace}
+    of_namespace = {} if namespace is None else {"namespace__name": namespace}
+    parked = {"parked_at__isnull": False}
     rows: list[ParkedRow] = []
-    timers = Timer.objects.filter(parked_at__isnull=False).select_related("execution__namespace")
-    transfers = Transfer.objects.filter(parked_at__isnull=False).select_related("execution__namespace")
-    schedules = Schedule.objects.filter(parked_at__isnull=False).select_related("namespace")
-    if namespace is not None:
-        timers = timers.filter(execution__namespace__name=namespace)
-        transfers = transfers.filter(execution__namespace__name=namespace)
-        schedules = schedules.filter(namespace__name=namespace)
-    for t in timers:
-        rows.append(
-            ParkedRow(
-                id=f"{TIMER}:{t.pk}",
-                queue=TIMER,
-                shard=t.shard,
-                namespace=t.execution.namespace.name,
-                workflow_id=t.execution.workflow_id,
-                run_id=t.execution.run_id,
-                kind=_kind_name(TimerKind, t.kind),
-                attempts=t.failures,
-                last_error=t.last_error,
-                parked_at=t.parked_at,  # type: ignore[arg-type]
-            )
-        )
-    for r in transfers:
+    for t in Timer.objects.filter(**parked, **of_run).select_related("execution__namespace"):
+        rows.append(_run_row(TIMER, t, _kind_name(TimerKind, t.kind)))
+    for r in Transfer.objects.filter(**parked, **of_run).select_related("execution__namespace"):
         queue = VISIBILITY if r.kind == TransferKind.VISIBILITY else TRANSFER
-        rows.append(
-            ParkedRow(
-                id=f"{queue}:{r.pk}",
-                queue=queue,
-                shard=r.shard,
-                namespace=r.execution.namespace.name,
-                workflow_id=r.execution.workflow_id,
-                run_id=r.execution.run_id,
-                kind=_kind_name(TransferKind, r.kind),
-                attempts=r.failures,
-                last_error=r.last_error,
-                parked_at=r.parked_at,  # type: ignore[arg-type]
-            )
-        )
-    for s in schedules:
-        rows.append(
-            ParkedRow(
-                id=f"{SCHEDULE}:{s.pk}",
-                queue=SCHEDULE,
-                shard=s.shard,
-                namespace=s.namespace.name,
-                workflow_id=s.schedule_id,
-                run_id="",
-                kind="SCHEDULE_TICK",
-                attempts=s.failures,
-                last_error=s.last_error,
-                parked_at=s.parked_at,  # type: ignore[arg-type]
-            )
-        )
+        rows.append(_run_row(queue, r, _kind_name(TransferKind, r.kind)))
+    for p in Retention.objects.filter(**parked, **of_run).select_related("execution__namespace"):
+        rows.append(_run_row(RETENTION, p, retention_step_name(p.step)))
+    for s in Schedule.objects.filter(**parked, **of_namespace).select_related("namespace"):
+        rows.append(_namespace_row(SCHEDULE, s, s.schedule_id, "SCHEDULE_TICK"))
+    for b in BatchOperation.objects.filter(**parked, **of_namespace).select_related("namespace"):
+        rows.append(_namespace_row(BATCH, b, b.job_id, "BATCH_STEP"))
+    for e in Reencryption.objects.filter(**parked, **of_namespace).select_related("namespace"):
+        rows.append(_namespace_row(REENCRYPTION, e, f"to-version-{e.target_version}", "REENCRYPTION_BATCH"))
     return sorted(rows, key=lambda r: (r.parked_at, r.id))
 
 
@@ -266,6 +287,9 @@ def parked_counts() -> dict[str, int]:
         TRANSFER: parked.exclude(kind=TransferKind.VISIBILITY).count(),
         VISIBILITY: parked.filter(kind=TransferKind.VISIBILITY).count(),
         SCHEDULE: Schedule.objects.filter(parked_at__isnull=False).count(),
+        RETENTION: Retention.objects.filter(parked_at__isnull=False).count(),
+        BATCH: BatchOperation.objects.filter(parked_at__isnull=False).count(),
+        REENCRYPTION: Reencryption.objects.filter(parked_at__isnull=False).count(),
     }
 
 
@@ -306,11 +330,14 @@ def parked_redrive(*, ids: Sequence[str] | None = None) -> int:
         Timer: {"fire_at": now},
         Transfer: {"retry_at": None},
         Schedule: {"next_wakeup_at": now},
+        Retention: {"due_at": now},
+        BatchOperation: {"next_wakeup_at": now},
+        Reencryption: {"next_wakeup_at": now},
     }
     done = 0
     with transaction.atomic():
         for model, fields in due.items():
-            rows = model.objects.filter(parked_at__isnull=False)  # type: ignore[attr-defined]
+            rows = model.objects.filter(parked_at__isnull=False)  # type: ignore[attr-defined]  # each has `objects`
             if wanted is not None:
                 if model not in wanted:
                     continue

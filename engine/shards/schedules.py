@@ -97,11 +97,6 @@ def due_shards(now: datetime) -> set[int]:
     return set(due.values_list("shard", flat=True).distinct())
 
 
-def due_in_shard(shard: int, now: datetime) -> bool:
-    due = ScheduleRow.objects.filter(shard=shard, parked_at__isnull=True, next_wakeup_at__lte=now)
-    return due.exists()
-
-
 def next_wakeup() -> datetime | None:
     live = ScheduleRow.objects.filter(parked_at__isnull=True)
     return live.aggregate(first=Min("next_wakeup_at"))["first"]

@@ -28,14 +28,14 @@ from temporalio.api.history.v1 import (
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
 from engine.errors import AlreadyExists, NotFound
-from engine.history import children, lifecycle
+from engine.history import children, lifecycle, versioning
 from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TransferKind
 from engine.history.state import ParentInfo
 from engine.models import Execution, Transfer
 from engine.persistence import encryption, leases, store
 from engine.schedules.rules import scheduled_by
-from engine.services import workflows, write_path
+from engine.services import deployments, workflows, write_path
 from engine.services.write_path import run_update
 from engine.shards import parking, schedules, visibility_index
 from engine.shards.budget import Budget
@@ -110,8 +110,15 @@ def _start_child(row: Transfer, execution: Execution, shard: int, range_id: int)
         root_workflow_id=root_id,
         root_run_id=root_run,
     )
+    inherited = versioning.inherited_by_child(
+        parent_state,
+        attrs.task_queue.name,
+        lambda queue, name, build_id: deployments.version_in_queue(namespace.id, queue, name, build_id),
+    )
     try:
-        result = workflows.workflow_start(namespace=namespace, request=request, parent=parent)
+        result = workflows.workflow_start(
+            namespace=namespace, request=request, parent=parent, inherited=inherited
+        )
     except AlreadyExists:
         initiated = HistoryEvent(start_child_workflow_execution_initiated_event_attributes=attrs)
         _record(
@@ -331,13 +338,6 @@ def shards_with_transfers(now: datetime) -> list[int]:
     fresh = live.filter(retry_at__isnull=True).values_list("shard", flat=True).distinct()
     retried = live.filter(retry_at__lte=now).values_list("shard", flat=True).distinct()
     return sorted(set(fresh) | set(retried))
-
-
-def due_in_shard(shard: int, now: datetime) -> bool:
-    """Whether `shard` has a transfer row due by `now` (fresh, or past its retry time; never parked)."""
-    live = Transfer.objects.filter(shard=shard, parked_at__isnull=True)
-    # Two probes, one per partial index (transfer_fresh, transfer_retry), rather than an OR over both.
-    return live.filter(retry_at__isnull=True).exists() or live.filter(retry_at__lte=now).exists()
 
 
 def next_retry_at() -> datetime | None:

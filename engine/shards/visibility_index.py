@@ -73,7 +73,7 @@ def _types(namespace_id: uuid.UUID, cache: dict[uuid.UUID, dict[str, SaType]]) -
     return cache[namespace_id]
 
 
-def _read(where: str, params: list[object], limit: int | None = None) -> list[tuple[Record, int]]:
+def _read(where: str, params: list[Any], limit: int | None = None) -> list[tuple[Record, int]]:
     """Records with their run's db_version, read in one statement (so the two agree)."""
     columns = ", ".join(f"v.{c}" for c in sql_records.SELECT_COLUMNS)
     query = (
@@ -206,8 +206,8 @@ def process(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
                 batch.failed(record.execution_id, e)
         retry = False
         try:
-            index.ensure_index()  # type: ignore[attr-defined]
-            acks = index.bulk_index(items) if items else []  # type: ignore[attr-defined]
+            index.ensure_index()  # type: ignore[attr-defined]  # only OpenSearch indexes by transfer row
+            acks = index.bulk_index(items) if items else []  # type: ignore[attr-defined]  # as ensure_index
         except Exception as e:  # noqa: BLE001 - the request failed: an outage, no row's fault
             delay = backoff.failed()
             log.warning(

@@ -32,7 +32,7 @@ from engine import live
 from engine.errors import NotFound
 from engine.services import console_reads
 from frontend.viewer import Viewer, viewer_of
-from frontend.views import runs, workflows
+from frontend.views import batches, runs, workflows
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def viewer_of_scope(scope: dict) -> Viewer | None:
     """The viewer, exactly as for a page: the session read afresh (a sign-out ends it), then frontend.viewer."""
     key = scope.get("cookies", {}).get(settings.SESSION_COOKIE_NAME)
     store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=key)
-    user = auth.get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]
+    user = auth.get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]  # get_user reads only request.session
     client = scope.get("client") or ("", 0)
     return viewer_of(user=user, address=client[0] or "", host=_headers(scope).get("host", ""))
 
@@ -234,3 +234,40 @@ class RunConsumer(_PageConsumer):
     def _render(self, viewer: Viewer) -> str:
         context = runs.run_context(viewer, params=self.params, **self.kwargs)
         return render_to_string("frontend/_run_live.html", context)
+
+
+class BatchConsumer(_PageConsumer):
+    """`/live/namespaces/<ns>/batch-operations/<job id>`: the batch's state and progress.
+
+    Every target's action changes its run, whose commit hints the namespace's group: the page re-reads
+    the batch then (at most five times a second). A tick every TICK_SECONDS covers what changes no run
+    (a stop, a target that was gone) while the batch runs."""
+
+    TICK_SECONDS = 1.0
+
+    def _groups(self, viewer: Viewer) -> list[str]:
+        ns, _role = viewer.namespace(self.kwargs["namespace"])
+        return [live.namespace_group(ns.id)]
+
+    async def connect(self) -> None:
+        await super().connect()
+        if self.joined:
+            self.ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def disconnect(self, code: int) -> None:
+        await super().disconnect(code)
+        ticker = getattr(self, "ticker", None)
+        if ticker is not None:
+            ticker.cancel()
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.TICK_SECONDS)
+            if "Running" in (self.last or "Running"):
+                self._changed()
+
+    def _render(self, viewer: Viewer) -> str:
+        context = batches.detail_context(
+            viewer, namespace=self.kwargs["namespace"], job_id=self.kwargs["job_id"]
+        )
+        return render_to_string("frontend/_batch_live.html", context)

@@ -15,6 +15,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
+from rest_framework.throttling import SimpleRateThrottle
 
 from tenants.rest import throttles
 
@@ -30,13 +31,23 @@ class _Attempt:
     data: dict = field(default_factory=dict)
 
 
-def _throttled(request: HttpRequest, email: str) -> float | None:
-    """Seconds to wait when this attempt is over a login limit, else None (the attempt is counted)."""
-    attempt = _Attempt(META=request.META, headers=request.headers, data={"email": email})
-    for throttle in (throttles.LoginThrottle(), throttles.LoginAccountThrottle()):
-        if not throttle.allow_request(attempt, None):
+def throttle_wait(
+    request: HttpRequest, checks: list[SimpleRateThrottle], data: dict | None = None
+) -> float | None:
+    """Seconds to wait when this attempt is over one of the REST API's `checks`, else None (the attempt
+    is counted, in the same buckets as the REST API's)."""
+    attempt = _Attempt(META=request.META, headers=request.headers, data=data or {})
+    for throttle in checks:
+        if not throttle.allow_request(attempt, None):  # type: ignore[arg-type]  # DRF reads these fields
             return throttle.wait() or 60.0
     return None
+
+
+def _throttled(request: HttpRequest, email: str) -> float | None:
+    """Seconds to wait when this attempt is over a login limit, else None (the attempt is counted)."""
+    return throttle_wait(
+        request, [throttles.LoginThrottle(), throttles.LoginAccountThrottle()], {"email": email}
+    )
 
 
 def _next(request: HttpRequest) -> str:

@@ -14,6 +14,11 @@ from frontend.viewer import Viewer, viewer_for
 Page = Callable[..., HttpResponse]
 
 
+class ArchiveUnreadable(Exception):
+    """A run that retention deleted cannot be shown from its archive now (the store does not answer, or
+    the object is missing or does not open): the page answers 503 with the reason."""
+
+
 def console_page(view: Page) -> Page:
     """Runs `view(request, viewer, **kwargs)` for a viewer; sends anyone else to the sign-in page."""
 
@@ -24,7 +29,14 @@ def console_page(view: Page) -> Page:
             return HttpResponseRedirect(
                 reverse("console-login") + "?" + urlencode({"next": request.get_full_path()})
             )
-        return view(request, viewer, **kwargs)
+        try:
+            return view(request, viewer, **kwargs)
+        except ArchiveUnreadable as e:
+            return HttpResponse(
+                f"This run was deleted by retention and its archive cannot be read now: {e}",
+                status=503,
+                content_type="text/plain",
+            )
 
     return wrapper
 

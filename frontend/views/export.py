@@ -15,7 +15,7 @@ import re
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from engine.errors import NotFound
+from engine.errors import FailedPrecondition, NotFound, Unavailable
 from engine.exports import gather, signing
 from frontend.console_audit import context_for
 from frontend.viewer import Viewer
@@ -33,7 +33,8 @@ def run_export(
         export = gather.build(namespace=ns, workflow_id=workflow_id, run_id=run_id)
     except NotFound:
         raise Http404("workflow run not found") from None
-    except signing.SigningKeyError as e:
+    except (signing.SigningKeyError, Unavailable, FailedPrecondition) as e:
+        # No signing key; or an archived run whose store does not answer or whose archive does not open.
         return HttpResponse(f"Export is not available: {e}", status=503, content_type="text/plain")
     body = json.dumps(export.document, ensure_ascii=False, separators=(",", ":")).encode()
     with audit.acting(context_for(request, viewer)):

@@ -1,7 +1,8 @@
 """`/namespaces/<ns>/workflows/<workflow id>/<run id>/history`: a run's summary and its event history.
 
 The summary is DescribeWorkflowExecution's answer plus the start and close events (input, result,
-failure), decoded. The history is read by pages of event ids, so only the batches that hold a page are
+failure), decoded. A run that retention deleted after archiving it is shown from its archive, badged
+"Archived", with export its only action. The history is read by pages of event ids, so only the batches that hold a page are
 decrypted: a 10,000-event history costs one page per request. The compact view groups the whole history
 (activities, timers, children, signals, updates) and pages the groups.
 """
@@ -9,21 +10,26 @@ decrypted: a 10,000-event history costs one page per request. The compact view g
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlencode
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 
-from engine.errors import NotFound
+from engine.errors import FailedPrecondition, NotFound, Unavailable
 from engine.services import console_reads
 from frontend import history, present
+from frontend.codec import connect_origin, encoded_payloads
+from frontend.htmx import HtmxHttpRequest
 from frontend.payloads import decode_all, message_json
 from frontend.viewer import Viewer
-from frontend.views.common import base_context, console_page
+from frontend.views.common import ArchiveUnreadable, base_context, console_page
 from frontend.views.timeline import timeline_context
 
 PAGE_SIZE = 100
@@ -36,25 +42,27 @@ def _int(raw: str | None, default: int = 0) -> int:
         return default
 
 
-def _failure(failure: object) -> dict | None:
+def _failure(failure: Failure | None) -> dict | None:
     if failure is None:
         return None
-    as_json = message_json(failure)  # type: ignore[arg-type]
+    as_json = message_json(failure)
     return {
         "message": getattr(failure, "message", ""),
         "type": getattr(getattr(failure, "application_failure_info", None), "type", ""),
         "stack": getattr(failure, "stack_trace", ""),
         "raw": json.dumps(as_json, indent=2, ensure_ascii=False),
+        "encoded": encoded_payloads(failure),
     }
 
 
-def _outcome(closed: object) -> dict[str, object]:
+def _outcome(closed: HistoryEvent | None) -> dict[str, object]:
     """The close event's result, failure or reason, decoded."""
     if closed is None:
         return {}
-    name = closed.WhichOneof("attributes")  # type: ignore[attr-defined]
+    name = closed.WhichOneof("attributes")
+    assert name is not None  # a close event has its attributes
     attrs = getattr(closed, name)
-    out: dict[str, object] = {"event": history.event_name(closed.event_type)}  # type: ignore[attr-defined]
+    out: dict[str, object] = {"event": history.event_name(closed.event_type)}
     if attrs.DESCRIPTOR.fields_by_name.get("result") is not None and attrs.HasField("result"):
         out["result"] = decode_all(attrs.result)
     if attrs.DESCRIPTOR.fields_by_name.get("failure") is not None and attrs.HasField("failure"):
@@ -70,9 +78,9 @@ def _outcome(closed: object) -> dict[str, object]:
     return out
 
 
-def _pending_activities(describe: object) -> list[dict[str, object]]:
+def _pending_activities(describe: DescribeWorkflowExecutionResponse) -> list[dict[str, object]]:
     shown = []
-    for a in describe.pending_activities:  # type: ignore[attr-defined]
+    for a in describe.pending_activities:
         shown.append(
             {
                 "activity_id": a.activity_id,
@@ -114,7 +122,11 @@ def _history_context(
 
     if view == "compact":
         groups = history.compact_groups(
-            events if events is not None else console_reads.run_all_events(run.execution)
+            events
+            if events is not None
+            else run.archived_events
+            if run.archived_events is not None
+            else console_reads.run_all_events(run.execution)
         )
         page = _int(params.get("page"), 1) or 1
         pages = max((len(groups) + PAGE_SIZE - 1) // PAGE_SIZE, 1)
@@ -140,8 +152,8 @@ def _history_context(
             + urlencode({"view": view, "order": "asc" if order == "desc" else "desc"}),
         }
     cursor = _int(params.get("after"))
-    events = console_reads.run_events(
-        run.execution, after_event_id=cursor, page_size=PAGE_SIZE, descending=order == "desc"
+    events = console_reads.run_page(
+        run, after_event_id=cursor, page_size=PAGE_SIZE, descending=order == "desc"
     )
     rows = [history.event_row(e) for e in events]
     if rows:
@@ -172,11 +184,13 @@ def _history_context(
     }
 
 
-def _run(ns_id: object, workflow_id: str, run_id: str) -> console_reads.RunView:
+def _run(ns_id: uuid.UUID, workflow_id: str, run_id: str) -> console_reads.RunView:
     try:
         return console_reads.run_view(namespace_id=ns_id, workflow_id=workflow_id, run_id=run_id)
     except NotFound:
         raise Http404("workflow run not found") from None
+    except (Unavailable, FailedPrecondition) as e:  # archived, and its archive cannot be read now
+        raise ArchiveUnreadable(str(e)) from None
 
 
 def history_context(
@@ -196,7 +210,7 @@ def _base(namespace: str, workflow_id: str, run_id: str) -> str:
 
 @console_page
 def run_history(
-    request: HttpRequest, viewer: Viewer, namespace: str, workflow_id: str, run_id: str
+    request: HtmxHttpRequest, viewer: Viewer, namespace: str, workflow_id: str, run_id: str
 ) -> HttpResponse:
     if request.htmx and request.htmx.target == "history" and not request.htmx.history_restore_request:
         # Paging and the view toggles swap the history alone; a full page otherwise (also when htmx
@@ -210,6 +224,11 @@ def run_history(
             viewer, namespace=namespace, workflow_id=workflow_id, run_id=run_id, params=request.GET
         )
         response = render(request, "frontend/run.html", context)
+        # The page's script posts payloads to the namespace's codec server: its CSP lets it connect
+        # there, and only this namespace's run pages get that origin (frontend/middleware.py).
+        origin = connect_origin(str(context["codec_url"]))
+        if origin:
+            response.csp_connect_src = origin  # type: ignore[attr-defined]
     patch_vary_headers(response, ["HX-Request", "HX-Target"])
     return response
 
@@ -221,7 +240,7 @@ def run_context(
     ns, _role = viewer.namespace(namespace)
     run = _run(ns.id, workflow_id, run_id)
     # The timeline and the compact view both need the whole history: it is read once for both.
-    events = console_reads.run_history(run.execution)
+    events = console_reads.run_whole_history(run)
     shown_history = _history_context(params, run, _base(namespace, workflow_id, run_id), events)
     info = run.describe.workflow_execution_info
     config = run.describe.execution_config
@@ -271,5 +290,9 @@ def run_context(
         "history": shown_history,
         "timeline": timeline_context(run, namespace=namespace, params=params, events=events),
         "live_version": run.execution.db_version,
+        # Deleted by retention and read from its archive: nothing changes it, so no live updates and
+        # no actions but export.
+        "archived": run.archived,
+        "codec_url": ns.codec_server_url,
     }
     return context

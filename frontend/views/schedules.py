@@ -12,6 +12,7 @@ confirmed by its own submit button, and is written to the audit log as `PatchSch
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
@@ -19,10 +20,13 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
+from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.api.enums.v1 import ScheduleOverlapPolicy
 from temporalio.api.schedule.v1 import (
     BackfillRequest,
+    Range,
     ScheduleAction,
+    ScheduleActionResult,
     SchedulePatch,
     ScheduleSpec,
     StructuredCalendarSpec,
@@ -31,6 +35,7 @@ from temporalio.api.schedule.v1 import (
 from temporalio.api.workflowservice.v1 import PatchScheduleRequest
 
 from engine.errors import InvalidArgument, NotFound
+from engine.services import schedule_lists
 from engine.services import schedules as schedule_service
 from frontend import present
 from frontend.console_audit import context_for
@@ -53,7 +58,14 @@ OVERLAP_POLICIES = [
     for value in ScheduleOverlapPolicy.values()
     if value != ScheduleOverlapPolicy.SCHEDULE_OVERLAP_POLICY_UNSPECIFIED
 ]
-ACTIONS = {"pause": "paused", "unpause": "unpaused", "trigger": "triggered", "backfill": "backfilled"}
+ACTIONS = {
+    "pause": "paused",
+    "unpause": "unpaused",
+    "trigger": "triggered",
+    "backfill": "backfilled",
+    "created": "created",
+    "updated": "updated",
+}
 
 
 # --- presenting ---------------------------------------------------------------------------------------
@@ -62,9 +74,9 @@ _CAL_FIELDS = ("second", "minute", "hour", "day_of_month", "month", "day_of_week
 _DAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
 
 
-def _ranges(ranges: object, names: list[str] | None = None) -> str:
+def _ranges(ranges: Iterable[Range], names: list[str] | None = None) -> str:
     parts = []
-    for r in ranges:  # type: ignore[attr-defined]
+    for r in ranges:
         start = names[r.start % 7] if names else str(r.start)
         text = start
         if r.end > r.start:
@@ -97,11 +109,11 @@ def spec_lines(spec: ScheduleSpec) -> list[tuple[str, str]]:
         lines.append(("Calendar", calendar_text(cal) + (f"  # {cal.comment}" if cal.comment else "")))
     for cron in spec.cron_string:
         lines.append(("Cron", cron))
-    for cal in spec.calendar:
+    for legacy in spec.calendar:
         lines.append(
             (
                 "Calendar",
-                f"{cal.second or '0'} {cal.minute or '0'} {cal.hour or '0'} {cal.day_of_month or '*'} {cal.month or '*'} {cal.day_of_week or '*'}",
+                f"{legacy.second or '0'} {legacy.minute or '0'} {legacy.hour or '0'} {legacy.day_of_month or '*'} {legacy.month or '*'} {legacy.day_of_week or '*'}",
             )
         )  # noqa: E501
     for cal in spec.exclude_structured_calendar:
@@ -116,9 +128,9 @@ def spec_lines(spec: ScheduleSpec) -> list[tuple[str, str]]:
     return lines
 
 
-def _recent(results: object) -> list[dict[str, object]]:
-    shown = []
-    for r in reversed(list(results)):  # type: ignore[call-overload]
+def _recent(results: Iterable[ScheduleActionResult]) -> list[dict[str, object]]:
+    shown: list[dict[str, object]] = []
+    for r in reversed(list(results)):
         shown.append(
             {
                 "scheduled": present.when(r.schedule_time, r.HasField("schedule_time")),
@@ -131,8 +143,8 @@ def _recent(results: object) -> list[dict[str, object]]:
     return shown
 
 
-def _upcoming(times: object) -> list[datetime]:
-    return [t.ToDatetime(tzinfo=UTC) for t in times]  # type: ignore[attr-defined]
+def _upcoming(times: Iterable[Timestamp]) -> list[datetime]:
+    return [t.ToDatetime(tzinfo=UTC) for t in times]
 
 
 def _action(action: ScheduleAction) -> dict[str, object]:
@@ -150,7 +162,7 @@ def _action(action: ScheduleAction) -> dict[str, object]:
 
 
 def _overlap_name(value: int) -> str:
-    return dict(OVERLAP_POLICIES).get(value, "Skip")
+    return dict(OVERLAP_POLICIES).get(ScheduleOverlapPolicy.ValueType(value), "Skip")
 
 
 # --- pages ----------------------------------------------------------------------------------------------
@@ -165,11 +177,11 @@ def schedule_list(request: HttpRequest, viewer: Viewer, namespace: str) -> HttpR
     ns, role = viewer.namespace(namespace)
     token = request.GET.get("after", "")
     try:
-        answer = schedule_service.schedule_list(
+        answer = schedule_lists.schedule_list(
             namespace=ns, page_size=PAGE_SIZE, page_token=token.encode("latin-1") if token else b"", query=""
         )
     except (InvalidArgument, UnicodeEncodeError):
-        answer = schedule_service.schedule_list(namespace=ns, page_size=PAGE_SIZE, page_token=b"", query="")
+        answer = schedule_lists.schedule_list(namespace=ns, page_size=PAGE_SIZE, page_token=b"", query="")
     rows = []
     for entry in answer.schedules:
         info = entry.info
@@ -190,11 +202,12 @@ def schedule_list(request: HttpRequest, viewer: Viewer, namespace: str) -> HttpR
         if answer.next_page_token
         else "",
         "can_act": _can_act(role),
+        "deleted": request.GET.get("deleted", "") if request.GET.get("done") == "deleted" else "",
     }
     return render(request, "frontend/schedules.html", context)
 
 
-def _detail_context(viewer: Viewer, namespace: str, schedule_id: str) -> dict[str, object]:
+def detail_context(viewer: Viewer, namespace: str, schedule_id: str) -> dict[str, object]:
     ns, role = viewer.namespace(namespace)
     try:
         described = schedule_service.schedule_describe(namespace=ns, schedule_id=schedule_id)
@@ -243,7 +256,7 @@ def _detail_context(viewer: Viewer, namespace: str, schedule_id: str) -> dict[st
 
 @console_page
 def schedule_detail(request: HttpRequest, viewer: Viewer, namespace: str, schedule_id: str) -> HttpResponse:
-    context = _detail_context(viewer, namespace, schedule_id)
+    context = detail_context(viewer, namespace, schedule_id)
     done = request.GET.get("done", "")
     context["done"] = ACTIONS.get(done, "")
     return render(request, "frontend/schedule.html", context)
@@ -258,14 +271,14 @@ def _parse_time(text: str, label: str) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _overlap(text: str) -> int:
+def _overlap(text: str) -> ScheduleOverlapPolicy.ValueType:
     try:
         value = int(text or 0)
     except ValueError:
         value = -1
     if value not in dict(OVERLAP_POLICIES) and value != 0:
         raise InvalidArgument(f"unknown overlap policy {text!r}")
-    return value
+    return ScheduleOverlapPolicy.ValueType(value)
 
 
 def _patch(action: str, form: dict[str, str], viewer: Viewer) -> tuple[SchedulePatch, dict[str, object]]:
@@ -284,7 +297,7 @@ def _patch(action: str, form: dict[str, str], viewer: Viewer) -> tuple[ScheduleP
     if action == "trigger":
         overlap = _overlap(form.get("overlap", ""))
         return (
-            SchedulePatch(trigger_immediately=TriggerImmediatelyRequest(overlap_policy=overlap)),  # type: ignore[arg-type]
+            SchedulePatch(trigger_immediately=TriggerImmediatelyRequest(overlap_policy=overlap)),
             {"patch": "trigger", "overlap_policy": overlap},
         )
     start = _parse_time(form.get("start", ""), "Start")
@@ -294,7 +307,7 @@ def _patch(action: str, form: dict[str, str], viewer: Viewer) -> tuple[ScheduleP
     if end - start > MAX_BACKFILL:
         raise InvalidArgument("a backfill covers ten years at most")
     overlap = _overlap(form.get("overlap", ""))
-    request = BackfillRequest(overlap_policy=overlap)  # type: ignore[arg-type]
+    request = BackfillRequest(overlap_policy=overlap)
     request.start_time.FromDatetime(start)
     request.end_time.FromDatetime(end)
     details = {
@@ -313,7 +326,7 @@ def schedule_action(
 ) -> HttpResponse:
     if request.method != "POST":
         # `<id>/pause` is also the detail URL of a schedule whose id ends so.
-        return schedule_detail.__wrapped__(request, viewer, namespace, f"{schedule_id}/{action}")  # type: ignore[attr-defined]
+        return schedule_detail.__wrapped__(request, viewer, namespace, f"{schedule_id}/{action}")  # type: ignore[attr-defined]  # set by functools.wraps in console_page
     return _act(request, viewer, namespace, schedule_id, action)
 
 
@@ -363,7 +376,7 @@ def _act(request: HttpRequest, viewer: Viewer, namespace: str, schedule_id: str,
             details={"patch": action},
             context=context,
         )
-        page = _detail_context(viewer, namespace, schedule_id) | {
+        page = detail_context(viewer, namespace, schedule_id) | {
             "problem": str(e),
             "opened": action,
             "form": form,

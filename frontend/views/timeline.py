@@ -16,11 +16,11 @@ from django.urls import reverse
 from perdura import clock
 from temporalio.api.history.v1 import HistoryEvent
 
-from engine.errors import NotFound
+from engine.errors import FailedPrecondition, NotFound, Unavailable
 from engine.services import console_reads
 from frontend import timeline
 from frontend.viewer import Viewer
-from frontend.views.common import base_context, console_page
+from frontend.views.common import ArchiveUnreadable, base_context, console_page
 
 PARAM = "timeline"
 """The query parameter holding the timeline's page (absent: the newest rows)."""
@@ -55,7 +55,7 @@ def timeline_context(
     `events` is the run's whole history when the caller has read it already (the compact view does).
     """
     execution = run.execution
-    read = console_reads.run_history(execution) if events is None else events
+    read = console_reads.run_whole_history(run) if events is None else events
     now = clock.now()
     bars = timeline.bars(read, pending=list(run.describe.pending_activities))
     page = timeline.layout(bars, now=now, page=_page_param(params))
@@ -93,6 +93,8 @@ def run_timeline(
         run = console_reads.run_view(namespace_id=ns.id, workflow_id=workflow_id, run_id=run_id)
     except NotFound:
         raise Http404("workflow run not found") from None
+    except (Unavailable, FailedPrecondition) as e:  # archived, and its archive cannot be read now
+        raise ArchiveUnreadable(str(e)) from None
     context = base_context(viewer, namespace) | {
         "timeline": timeline_context(run, namespace=namespace, params=request.GET)
     }

@@ -17,7 +17,9 @@ wait_for() { for _ in $(seq 1 50); do reachable "$1" "$2" && return 0; sleep 0.2
 apt_install() {
   if ! is_root || ! command -v apt-get >/dev/null 2>&1; then return 1; fi
   echo "installing $* with apt-get..."
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  # Another install holding dpkg's lock (an unattended upgrade, a parallel make) is waited for, not failed on.
+  local wait=(-o DPkg::Lock::Timeout=600)
+  DEBIAN_FRONTEND=noninteractive apt-get "${wait[@]}" update -qq && DEBIAN_FRONTEND=noninteractive apt-get "${wait[@]}" install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 ensure_postgres() {

@@ -26,8 +26,18 @@ if logs.is_json():
     # The worker's shutdown notices ("worker: Cold shutdown (MainProcess)") are written straight to the
     # terminal's file descriptor, past logging and --quiet: logged instead. (Logging's lock is reentrant,
     # so doing this in a signal handler, as Celery does, cannot deadlock on it.)
-    celery_worker.safe_say = _say
+    celery_worker.safe_say = _say  # type: ignore[attr-defined]  # celery-types omit this module function we replace
 
+
+@signals.worker_process_init.connect
+def _traces(**_: object) -> None:
+    """Each pool process exports its own spans (the exporter's thread does not survive the fork)."""
+    from perdura import tracing
+
+    tracing.configure("perdura-worker")
+
+
+from django.conf import settings  # noqa: E402 - once DJANGO_SETTINGS_MODULE is set
 
 app = Celery("perdura")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -35,7 +45,13 @@ app.autodiscover_tasks(["engine", "tenants"])
 app.conf.beat_schedule = {
     "sweep-shards": {
         "task": "engine.tasks.sweep",
-        "schedule": float(os.environ.get("PERDURA_SWEEP_SECONDS", "2")),
+        "schedule": settings.PERDURA_SWEEP_SECONDS,
+        "options": {"expires": 10},
+    },
+    # A deleted namespace's runs go through retention, a bounded batch a pass (engine/shards/namespace_purge.py).
+    "purge-deleted-namespaces": {
+        "task": "engine.tasks.purge_deleted_namespaces",
+        "schedule": 5.0,
         "options": {"expires": 10},
     },
     # Daily at a fixed hour (UTC), so beat restarts cannot postpone it as they would an interval;

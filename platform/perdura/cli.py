@@ -8,6 +8,12 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client.registry import Collector
 
 
 def _cmd_dev(args: argparse.Namespace) -> None:
@@ -22,6 +28,7 @@ def _cmd_dev(args: argparse.Namespace) -> None:
         require_auth=args.require_auth,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        metrics_port=args.metrics_port,
     )
 
 
@@ -59,13 +66,30 @@ def _cmd_api(args: argparse.Namespace) -> None:
 
     if args.processes < 1:
         raise SystemExit("--processes must be at least 1")
+    from perdura import metrics_server
+
+    # The port is taken first, then the directory emptied (see metrics_server.bind), before anything
+    # imports prometheus-client: this process (or its children) record there.
+    metrics_http = None if supervise.is_child() else metrics_server.bind(args.ip, args.metrics_port)
+    if metrics_http is not None and (args.processes > 1 or metrics_server.multiprocess()):
+        metrics_server.prepare_multiprocess("api", args.metrics_port)
     if args.processes > 1 and not supervise.is_child():
         # One interpreter serves gRPC on one core at most: N children share the port (SO_REUSEPORT), the
-        # kernel spreads connections over them, and each is started again if it dies.
-        raise SystemExit(supervise.run(supervise.main_argv(), copies=args.processes, what="an API process"))
+        # kernel spreads connections over them, and each is started again if it dies. The supervisor
+        # serves the metrics port, summing what the children record (perdura/metrics_server.py).
+        raise SystemExit(
+            supervise.run(
+                supervise.main_argv(),
+                copies=args.processes,
+                what="an API process",
+                on_start=lambda: _serve_supervisor_metrics(metrics_http),
+                child_exited=metrics_server.child_exited,
+            )
+        )
     from perdura import bootstrap
 
     bootstrap.setup()
+    metrics_server.start(metrics_http)
     from engine.api import server as api_server
     from engine.api.listener import start_listener
     from perdura import logs, shutdown
@@ -94,11 +118,27 @@ def _cmd_api(args: argparse.Namespace) -> None:
     asyncio.run(main())
 
 
+def _serve_supervisor_metrics(metrics_http: WSGIServer | None, *extra: Collector) -> None:
+    """Serve the metrics port of a supervisor (`perdura api --processes N`, `perdura worker`): the sum of
+    what its children record, plus `extra` collectors. Django is set up for /readyz."""
+    if metrics_http is None:
+        return
+    from perdura import bootstrap, metrics_server
+
+    bootstrap.setup()
+    metrics_server.start(metrics_http, extra=extra)
+
+
 def _cmd_web(args: argparse.Namespace) -> None:
     if not os.environ.get("PERDURA_SECRET_KEY"):
         # Sessions, CSRF tokens and password reset links are signed with it: every worker and replica
         # must share one, or a login made on one is unknown to the next.
         raise SystemExit("perdura web needs PERDURA_SECRET_KEY (e.g. `perdura masterkey` output)")
+    from perdura import metrics_server
+
+    if args.workers > 1 or metrics_server.multiprocess():
+        # Each uvicorn worker records into the directory; whichever answers /metrics sums them all.
+        metrics_server.prepare_multiprocess("web", args.port)
     argv = [sys.executable, "-m", "uvicorn", "perdura.asgi:application", "--host", args.ip]
     argv += ["--port", str(args.port), "--workers", str(args.workers), "--no-access-log"]
     from perdura import logs
@@ -112,8 +152,30 @@ def _cmd_worker(args: argparse.Namespace) -> None:
     from perdura import supervise
 
     if not supervise.is_child():
-        # The Celery worker runs as a child, started again if it dies (see perdura/supervise.py).
-        raise SystemExit(supervise.run(supervise.main_argv()))
+        # The Celery worker runs as a child, started again if it dies (see perdura/supervise.py). The
+        # supervisor serves the metrics port: the sum of what the worker and its pool processes record,
+        # and the engine's backlogs read at scrape time (engine/shards/scrape.py).
+        from perdura import metrics_server
+
+        metrics_http = metrics_server.bind("0.0.0.0", args.metrics_port)
+        if metrics_http is not None:
+            metrics_server.prepare_multiprocess("worker", args.metrics_port)
+
+        def serve_metrics() -> None:
+            if metrics_http is None:
+                return
+            from perdura import bootstrap
+
+            bootstrap.setup()
+            from engine.shards.scrape import EngineState
+
+            _serve_supervisor_metrics(metrics_http, EngineState())
+
+        raise SystemExit(
+            supervise.run(
+                supervise.main_argv(), on_start=serve_metrics, child_exited=metrics_server.child_exited
+            )
+        )
     # SIGTERM starts Celery's cold shutdown (not the warm one, which waits for running tasks however
     # long they take): tasks get CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT to finish, then are cancelled
     # and, being acks_late, redelivered; their rows are untouched. Read by billiard at import.
@@ -167,6 +229,10 @@ def main(argv: list[str] | None = None) -> None:
         help="refuse calls without an API key, even from loopback (as `perdura api` does)",
     )
     _tls_flags(dev)
+    from perdura import metrics_server
+
+    # Off by default, as `temporal server start-dev`'s: several dev servers on one machine are common.
+    metrics_server.add_flag(dev, default=0, what="the dev server")
     dev.set_defaults(func=_cmd_dev)
 
     sub.add_parser("migrate", help="create or upgrade the database schema").set_defaults(func=_cmd_migrate)
@@ -182,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
         help="API processes sharing the port, e.g. one per core (default 1)",
     )
     _tls_flags(api)
+    metrics_server.add_flag(api, default=metrics_server.DEFAULT_PORT, what="the API processes")
     api.set_defaults(func=_cmd_api)
 
     web = sub.add_parser(
@@ -197,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     worker = sub.add_parser("worker", help="run a Celery shard worker (timers, sweeps)")
     worker.add_argument("--loglevel", default="INFO")
     worker.add_argument("--concurrency", type=int, default=2)
+    metrics_server.add_flag(worker, default=metrics_server.DEFAULT_PORT, what="the worker and its pool")
     worker.add_argument("extra", nargs="*")
     worker.set_defaults(func=_cmd_worker)
 
@@ -230,6 +298,10 @@ def main(argv: list[str] | None = None) -> None:
     from perdura import inventory_cli
 
     inventory_cli.add_parsers(sub)
+
+    from perdura import erase_cli
+
+    erase_cli.add_parsers(sub)
 
     args = parser.parse_args(argv)
     args.func(args)

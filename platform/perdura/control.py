@@ -9,15 +9,19 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import timedelta
+from typing import TYPE_CHECKING, NoReturn
 
 from perdura import bootstrap, inventory_cli
 
+if TYPE_CHECKING:
+    from tenants.models import ApiKey, Organization
 
-def _fail(message: str) -> None:
+
+def _fail(message: str) -> NoReturn:
     raise SystemExit(f"perdura: {message}")
 
 
-def _organization(slug: str):  # type: ignore[no-untyped-def]
+def _organization(slug: str) -> Organization:
     from tenants import selectors
 
     organization = selectors.organization_by_slug(slug)
@@ -77,7 +81,14 @@ def _namespace_create(args: argparse.Namespace) -> None:
         )
     except NamespaceError as e:
         _fail(str(e))
-    print(f"namespace {namespace.name} created ({namespace.id}), retention {namespace.retention_days}d")
+    print(f"namespace {namespace.name} created ({namespace.id}), retention {args.retention}d")
+
+
+BUCKET_HELP = [
+    ("actions", "starts, signals and updates"),
+    ("polls", "worker poll requests"),
+    ("visibility", "list and count queries"),
+]
 
 
 def _rps(text: str) -> float | None:
@@ -94,6 +105,20 @@ def _rps(text: str) -> float | None:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a fraction from 0 to 1, not {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"a fraction from 0 (off) to 1 (full jitter), not {text!r}")
+    return value
+
+
+def _jitter_text(fraction: float) -> str:
+    return "off" if fraction == 0 else f"up to {fraction:.0%} of each backoff"
+
+
 def _namespace_update(args: argparse.Namespace) -> None:
     bootstrap.setup(operator=True)
     from tenants import quotas
@@ -104,6 +129,67 @@ def _namespace_update(args: argparse.Namespace) -> None:
     if namespace is None:
         _fail(f"no namespace {args.name!r}")
     given = vars(args)  # only the flags given are set (argparse.SUPPRESS)
+    if "retention" in given:
+        from tenants import api_keys
+        from tenants.errors import NamespaceError
+        from tenants.services.namespaces import namespace_set_retention
+
+        try:
+            namespace = namespace_set_retention(namespace=namespace, retention=given["retention"])
+        except NamespaceError as e:
+            _fail(str(e))
+        print(
+            f"namespace {namespace.name}: retention {api_keys.format_duration(namespace.retention)} "
+            "(for runs that close from now on)"
+        )
+    archival_flags = ("history_archival_state", "history_uri", "visibility_archival_state", "visibility_uri")
+    if any(flag in given for flag in archival_flags):
+        from tenants.errors import NamespaceError
+        from tenants.services.namespaces import ArchivalRequest, namespace_set_archival
+
+        states = {"enabled": 2, "disabled": 1}
+        request = ArchivalRequest(
+            history_state=states.get(given.get("history_archival_state", ""), 0),
+            history_uri=given.get("history_uri", ""),
+            visibility_state=states.get(given.get("visibility_archival_state", ""), 0),
+            visibility_uri=given.get("visibility_uri", ""),
+        )
+        try:
+            namespace = namespace_set_archival(namespace=namespace, request=request)
+        except NamespaceError as e:
+            _fail(str(e))
+        for what in ("history", "visibility"):
+            state = "enabled" if getattr(namespace, f"{what}_archival_state") == 2 else "disabled"
+            uri = getattr(namespace, f"{what}_archival_uri") or "(no URI)"
+            print(f"namespace {namespace.name}: {what} archival {state}, {uri}")
+    if "codec_server_url" in given:
+        from tenants.errors import NamespaceError
+        from tenants.services.namespaces import namespace_update
+
+        try:
+            namespace = namespace_update(namespace=namespace, codec_server_url=given["codec_server_url"])
+        except NamespaceError as e:
+            _fail(str(e))
+        namespace.refresh_from_db()
+        print(f"namespace {namespace.name}: codec server {namespace.codec_server_url or '(none)'}")
+    if "retry_jitter" in given:
+        from tenants.errors import NamespaceError
+        from tenants.services.namespaces import namespace_set_retry_jitter
+
+        try:
+            namespace = namespace_set_retry_jitter(namespace=namespace, fraction=given["retry_jitter"])
+        except NamespaceError as e:
+            _fail(str(e))
+        print(f"namespace {namespace.name}: retry jitter {_jitter_text(namespace.retry_jitter)}")
+    if "on_retries_exhausted" in given:
+        from tenants.services.namespaces import namespace_set_on_retries_exhausted
+
+        namespace = namespace_set_on_retries_exhausted(
+            namespace=namespace, choice=given["on_retries_exhausted"]
+        )
+        print(
+            f"namespace {namespace.name}: activities whose retries are exhausted {namespace.on_retries_exhausted}"
+        )
     changes = {b.value: given[f"{b.value}_rps"] for b in quotas.LIMITED if f"{b.value}_rps" in given}
     if changes:
         try:
@@ -139,13 +225,48 @@ def _apikey_create(args: argparse.Namespace) -> None:
             role=args.role,
             namespaces=namespaces,
             expires_in=args.expires,
+            rate_limits=_key_rps_flags(args),
         )
     except TenantError as e:
         _fail(str(e))
     _print_key(key, plaintext)
 
 
-def _print_key(key, plaintext: str) -> None:  # type: ignore[no-untyped-def]
+def _key_rps_flags(args: argparse.Namespace) -> dict[str, float | None]:
+    """The --<bucket>-rps flags given (argparse.SUPPRESS leaves the others out)."""
+    from tenants import quotas
+
+    given = vars(args)
+    return {b.value: given[f"{b.value}_rps"] for b in quotas.LIMITED if f"{b.value}_rps" in given}
+
+
+def _key_limits_shown(key: ApiKey) -> str:
+    from tenants import quotas
+
+    own = key.rate_limits or {}
+    share = f"{quotas.key_share():g} of the namespace's"
+    return ", ".join(
+        f"{b.value} {own[b.value]:g}/s" if b.value in own else f"{b.value} {share}" for b in quotas.LIMITED
+    )
+
+
+def _apikey_update(args: argparse.Namespace) -> None:
+    bootstrap.setup(operator=True)
+    from tenants import api_keys
+    from tenants.errors import TenantError
+    from tenants.services.keys import apikey_set_rate_limits_by_operator
+
+    key = _find_key(args.key)
+    changes = _key_rps_flags(args)
+    if changes:
+        try:
+            key = apikey_set_rate_limits_by_operator(key=key, changes=changes)
+        except TenantError as e:
+            _fail(str(e))
+    print(f"API key {key.name!r} ({api_keys.display(key.prefix)}): rate limits {_key_limits_shown(key)}")
+
+
+def _print_key(key: ApiKey, plaintext: str) -> None:
     from tenants import api_keys
 
     names = ", ".join(sorted(n.name for n in key.namespaces.all()))
@@ -158,7 +279,7 @@ def _print_key(key, plaintext: str) -> None:  # type: ignore[no-untyped-def]
     print(plaintext)
 
 
-def _find_key(value: str):  # type: ignore[no-untyped-def]
+def _find_key(value: str) -> ApiKey:
     from tenants import selectors
 
     key = selectors.apikey_find(value)
@@ -204,9 +325,10 @@ def _apikey_list(args: argparse.Namespace) -> None:
             status = "active"
         used = key.last_used_at.isoformat(timespec="seconds") if key.last_used_at else "never"
         names = ",".join(sorted(n.name for n in key.namespaces.all()))
+        own = ",".join(f"{b}={v:g}" for b, v in sorted((key.rate_limits or {}).items())) or "default"
         print(
             f"{api_keys.display(key.prefix)}  {status:8} {key.role:8} {key.name!r}  namespaces={names}  "
-            f"expires={key.expires_at.isoformat(timespec='seconds')}  last_used={used}"
+            f"expires={key.expires_at.isoformat(timespec='seconds')}  last_used={used}  rate_limits={own}"
         )
 
 
@@ -293,14 +415,53 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     ns_create.set_defaults(func=_namespace_create)
     inventory_cli.add_namespace_parsers(ns_sub)
     ns_update = ns_sub.add_parser(
-        "update", help="set a namespace's rate limits (requests per second; 'default' restores the default)"
+        "update",
+        help="set a namespace's retention, archival, codec server URL, retry jitter or rate limits (requests per second; "
+        "'default' restores the default)",
+    )
+    ns_update.add_argument(
+        "--codec-server-url",
+        default=argparse.SUPPRESS,
+        metavar="URL",
+        help="the codec server browsers send the console's encoded payloads to ('' for none)",
     )
     ns_update.add_argument("name", help="the full name (NAME.ORG)")
-    for bucket, what in [
-        ("actions", "starts, signals and updates"),
-        ("polls", "worker poll requests"),
-        ("visibility", "list and count queries"),
-    ]:
+    ns_update.add_argument(
+        "--retry-jitter",
+        type=_fraction,
+        default=argparse.SUPPRESS,
+        metavar="FRACTION",
+        help="default retry jitter of activities and workflow retries: each backoff is shortened by a "
+        "deterministic share of up to FRACTION (0 off, 1 full jitter); a perdura-retry-jitter header overrides it",
+    )
+    ns_update.add_argument(
+        "--on-retries-exhausted",
+        choices=("fail", "park"),
+        default=argparse.SUPPRESS,
+        help="what an activity whose retries are exhausted does by default: fail (as Temporal) or park "
+        "(paused, PerduraParked set, until a redrive); a perdura-on-retries-exhausted header overrides it",
+    )
+    ns_update.add_argument(
+        "--retention",
+        type=_duration,
+        default=argparse.SUPPRESS,
+        help="how long closed runs are kept, e.g. 30s, 12h, 7d "
+        "(from PERDURA_RETENTION_MIN_SECONDS, default 30 s, to 90d)",
+    )
+    for what in ("history", "visibility"):
+        ns_update.add_argument(
+            f"--{what}-archival-state",
+            choices=["enabled", "disabled"],
+            default=argparse.SUPPRESS,
+            help=f"archive closed runs' {what} (as Temporal's namespace option)",
+        )
+        ns_update.add_argument(
+            f"--{what}-uri",
+            default=argparse.SUPPRESS,
+            metavar="s3://BUCKET/PREFIX",
+            help=f"where {what} archives go from now on (older ones stay where they went)",
+        )
+    for bucket, what in BUCKET_HELP:
         ns_update.add_argument(
             f"--{bucket}-rps", type=_rps, default=argparse.SUPPRESS, metavar="N|default", help=what
         )
@@ -319,7 +480,23 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     create.add_argument(
         "--expires", type=_duration, default=timedelta(days=90), help="e.g. 30d (default 90d, at most 730d)"
     )
+    update = key_sub.add_parser(
+        "update",
+        help="set a key's own rate limits in each of its namespaces (requests per second; 'default': "
+        "PERDURA_KEY_RATE_SHARE of the namespace's rate); prints them",
+    )
+    update.add_argument("key", help="the key, pdk_<prefix> or the prefix")
+    for parser in (create, update):
+        for bucket, what in BUCKET_HELP:
+            parser.add_argument(
+                f"--{bucket}-rps",
+                type=_rps,
+                default=argparse.SUPPRESS,
+                metavar="N|default",
+                help=f"the key's own rate of {what}",
+            )
     create.set_defaults(func=_apikey_create)
+    update.set_defaults(func=_apikey_update)
     revoke = key_sub.add_parser("revoke", help="revoke an API key at once")
     revoke.add_argument("key", help="the key, pdk_<prefix> or the prefix")
     revoke.set_defaults(func=_apikey_revoke)

@@ -9,6 +9,7 @@ import signal
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("perdura.dev")
 
@@ -70,13 +71,14 @@ class _Web:
         from perdura import logs
         from perdura.asgi import application
 
+        # In the JSON format uvicorn's lines go through the same handler as ours; its own otherwise.
+        log_settings: dict[str, Any] = {"log_config": logs.uvicorn_config()} if logs.is_json() else {}
         config = uvicorn.Config(
             application,
             host=host,
             port=port,
             log_level="warning",
-            # In the JSON format uvicorn's lines go through the same handler as ours; its own otherwise.
-            **({"log_config": logs.uvicorn_config()} if logs.is_json() else {}),
+            **log_settings,
             access_log=False,
             lifespan="off",
             proxy_headers=False,
@@ -94,12 +96,13 @@ def _serve_web(host: str, port: int) -> _Web:
     return _Web(host, port)
 
 
-async def serve(*, host: str, port: int, ui_port: int) -> None:
+async def serve(*, host: str, port: int, ui_port: int, metrics_port: int = 0) -> None:
     from engine.api import server as api_server
-    from engine.shards import budget
+    from engine.shards import budget, scrape
     from engine.shards.loop import run_timer_loop
-    from perdura import logs, shutdown
+    from perdura import logs, metrics_server, shutdown, tracing
 
+    tracing.configure("perdura-dev")  # before the gRPC server is built, which installs its interceptor then
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -117,6 +120,7 @@ async def serve(*, host: str, port: int, ui_port: int) -> None:
     # SQLite's busy handler, whose sleeps (up to 100 ms) would dominate latency under load.
     grpc_server = api_server.build(f"{host}:{port}", db_threads=1)
     await grpc_server.start()
+    metrics_http = metrics_server.serve(host, metrics_port, extra=[scrape.EngineState()])
     web = _serve_web(host, ui_port) if ui_port else None
     timers = asyncio.ensure_future(run_timer_loop(stop))
     logs.announce(
@@ -131,6 +135,8 @@ async def serve(*, host: str, port: int, ui_port: int) -> None:
         log.warning("the timer loop did not finish its pass in time; stopping without it")
     if web is not None:
         web.shutdown()
+    if metrics_http is not None:
+        metrics_http.shutdown()
 
 
 def run(
@@ -143,13 +149,18 @@ def run(
     require_auth: bool = False,
     tls_cert: str | None = None,
     tls_key: str | None = None,
+    metrics_port: int = 0,
 ) -> None:
     temp = configure(
         db_file=db_file, ephemeral=ephemeral, require_auth=require_auth, tls_cert=tls_cert, tls_key=tls_key
     )
+    # The address the console's connection snippets name (settings.PERDURA_API_ADDRESS).
+    os.environ.setdefault(
+        "PERDURA_API_ADDRESS", f"{'localhost' if host in ('0.0.0.0', '::') else host}:{port}"
+    )
     try:
         prepare()
-        asyncio.run(serve(host=host, port=port, ui_port=ui_port))
+        asyncio.run(serve(host=host, port=port, ui_port=ui_port, metrics_port=metrics_port))
     finally:
         if temp is not None:
             import shutil

@@ -11,10 +11,17 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from tenants.models import Namespace
 
 
-def _signing_key():  # type: ignore[no-untyped-def]
+def _signing_key() -> Ed25519PrivateKey:
     from engine.exports import signing
 
     try:
@@ -27,7 +34,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
     from perdura import bootstrap
 
     bootstrap.setup(operator=True)
-    from engine.errors import NotFound
+    from engine.errors import FailedPrecondition, NotFound, Unavailable
     from engine.exports import gather, signing
     from tenants import selectors
 
@@ -37,7 +44,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
     started = time.monotonic()
     try:
         export = gather.build(namespace=namespace, workflow_id=args.workflow_id, run_id=args.run_id or "")
-    except NotFound as e:
+    except (NotFound, Unavailable, FailedPrecondition) as e:
+        # The last two: an archived run whose store does not answer or whose archive does not open.
         raise SystemExit(f"perdura: {e}") from None
     except signing.SigningKeyError as e:
         raise SystemExit(f"perdura: {e}") from None
@@ -54,7 +62,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
     )
 
 
-def _visibility_token(namespace):  # type: ignore[no-untyped-def]
+def _visibility_token(namespace: Namespace) -> Callable[[], None]:
     """A function that waits for a token of the namespace's visibility bucket: the same bucket, limits
     and store (PERDURA_RATE_LIMITS) as the gRPC API's list queries."""
     from tenants import quotas

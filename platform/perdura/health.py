@@ -34,14 +34,19 @@ async def healthz(request: HttpRequest) -> JsonResponse:
 @never_cache
 @require_safe
 def readyz(request: HttpRequest) -> JsonResponse:
+    ready, body = readiness()
+    return JsonResponse(body, status=200 if ready else 503)
+
+
+def readiness() -> tuple[bool, dict[str, object]]:
+    """Whether this process can do its work, and the body `/readyz` answers (also on the metrics port of
+    `perdura api` and `perdura worker`, perdura/metrics_server.py)."""
     checks = {"database": _database(), "migrations": _migrations()}
     redis_url = _redis_url()
     if redis_url:
         checks["redis"] = _redis(redis_url)
     ready = all(value == "ok" for value in checks.values())
-    return JsonResponse(
-        {"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503
-    )
+    return ready, {"status": "ok" if ready else "unavailable", "checks": checks}
 
 
 def _database() -> str:

@@ -10,12 +10,12 @@ import argparse
 import json
 import sys
 from importlib import metadata
-from typing import Any
+from typing import Any, NoReturn
 
 from perdura import bootstrap
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     raise SystemExit(f"perdura: {message}")
 
 
@@ -66,12 +66,16 @@ def _org_list(args: argparse.Namespace) -> None:
 
 
 def _namespace_summary(namespace: Any) -> dict[str, Any]:
+    from tenants import api_keys
+
     return {
         "name": namespace.name,
         "id": str(namespace.id),
         "organization": namespace.organization.slug if namespace.organization else None,
         "state": namespace.State(namespace.state).name.lower(),
         "retention_days": namespace.retention_days,
+        "retention_seconds": int(namespace.retention.total_seconds()),
+        "retention": api_keys.format_duration(namespace.retention),
         "description": namespace.description,
         "created_at": namespace.created_at.isoformat(timespec="seconds"),
     }
@@ -99,7 +103,7 @@ def _namespace_list(args: argparse.Namespace) -> None:
                 e["name"],
                 e["organization"] or "(operator)",
                 e["state"],
-                f"{e['retention_days']}d",
+                e["retention"],
                 e["created_at"],
             ]
             for e in entries
@@ -113,7 +117,7 @@ def _namespace_describe(args: argparse.Namespace) -> None:
     bootstrap.setup(operator=True)
     from django.db.models import Count, Q
 
-    from engine.models import Execution
+    from engine.models import Execution, HistoryArchive
     from tenants import quotas
     from tenants.models import Namespace
 
@@ -132,8 +136,18 @@ def _namespace_describe(args: argparse.Namespace) -> None:
         "rate_limits": {
             b.value: {"rps": rates.rps[b], "default": b not in rates.overridden} for b in quotas.LIMITED
         },
+        "retry_jitter": namespace.retry_jitter,
+        "on_retries_exhausted": namespace.on_retries_exhausted,
         "data_key_version": data_key.version if data_key else None,
         "runs": {"open": runs["open"], "closed": runs["closed"]},
+        "archival": {
+            what: {
+                "state": "enabled" if getattr(namespace, f"{what}_archival_state") == 2 else "disabled",
+                "uri": getattr(namespace, f"{what}_archival_uri"),
+            }
+            for what in ("history", "visibility")
+        },
+        "archived_runs": HistoryArchive.objects.filter(namespace=namespace).count(),
     }
     if args.json:
         _print_json(entry)
@@ -149,9 +163,22 @@ def _namespace_describe(args: argparse.Namespace) -> None:
         ("state", entry["state"]),
         ("description", entry["description"] or "-"),
         ("owner email", entry["owner_email"] or "-"),
-        ("retention", f"{entry['retention_days']}d"),
+        ("retention", entry["retention"]),
         ("rate limits", limits),
+        (
+            "retry jitter",
+            "off" if entry["retry_jitter"] == 0 else f"up to {entry['retry_jitter']:.0%} of each backoff",
+        ),
+        ("exhausted", f"{entry['on_retries_exhausted']} (activities whose retries are exhausted)"),
         ("data key", f"version {entry['data_key_version']}"),
+        (
+            "archival",
+            "; ".join(
+                f"{what} {a['state']}{' (' + a['uri'] + ')' if a['uri'] else ''}"
+                for what, a in entry["archival"].items()
+            )
+            + f"; {entry['archived_runs']} runs archived",
+        ),
         ("runs", f"{runs['open']} open, {runs['closed']} closed (in the hot store)"),
         ("created", entry["created_at"]),
     ]:

@@ -1,23 +1,26 @@
 """Key rotation commands: `perdura namespace rotate-key|reencrypt` and `perdura masterkey rotate`.
 
-Both rotations are online: the servers keep running, and every ciphertext stays readable throughout
+A namespace's re-encryption runs in the shard workers (engine/shards/reencryption.py); these commands
+queue it, and with `--wait` follow its progress. Both rotations are online: the servers keep running, and every ciphertext stays readable throughout
 (tenants/datakeys.py and engine/persistence/reencrypt.py say how).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
+from typing import TYPE_CHECKING
 
 from perdura import progress
 
-COMMIT_MARGIN = 2.0
-"""Seconds beyond PERDURA_DATAKEY_REFRESH_SECONDS: a write sealed just before a process refreshed commits
-within it."""
+if TYPE_CHECKING:
+    from tenants.models import Namespace
+
+WAIT_POLL_SECONDS = 0.2
+"""How often `--wait` reads the job's progress."""
 
 
-def _namespace(name: str):  # type: ignore[no-untyped-def]
+def _namespace(name: str) -> Namespace:
     from perdura.control import _fail
     from tenants import selectors
 
@@ -27,31 +30,62 @@ def _namespace(name: str):  # type: ignore[no-untyped-def]
     return namespace
 
 
-def _reencrypt_now(namespace, *, status_only: bool = False) -> None:  # type: ignore[no-untyped-def]
-    from engine.models import Reencryption
+def _status(namespace: Namespace) -> None:
     from engine.persistence import reencrypt
 
-    if status_only:
-        job = Reencryption.objects.filter(namespace_id=namespace.id).order_by("-started_at").first()
-        if job is None:
-            print(f"{namespace.name}: no re-encryption has run")
-            return
-        p = reencrypt.progress_of(job)
-        state = f"finished {job.finished_at:%Y-%m-%d %H:%M:%S}" if p.finished else "under way"
-        print(
-            f"{namespace.name}: towards data key version {job.target_version}, {state}: "
-            f"{p.runs_done}/{p.runs_total} runs, {p.rewritten} ciphertexts sealed again; "
-            f"{reencrypt.stale_count(namespace.id)} under older versions now"
-        )
+    job = reencrypt.last_job(namespace.id)
+    if job is None:
+        print(f"{namespace.name}: no re-encryption has run")
         return
+    p = reencrypt.progress_of(job)
+    if p.finished:
+        state = f"finished {job.finished_at:%Y-%m-%d %H:%M:%S}"
+    elif job.parked_at is not None:
+        state = f"parked after {job.failures} failed attempts ({job.last_error})"
+    else:
+        state = "queued" if job.runs_done == 0 else "under way"
+    print(
+        f"{namespace.name}: towards data key version {job.target_version}, {state}: "
+        f"{p.runs_done}/{p.runs_total} runs, {p.rewritten} ciphertexts sealed again; "
+        f"{reencrypt.stale_count(namespace.id)} under older versions now"
+    )
+
+
+def _queue(namespace: Namespace, *, wait: bool) -> None:
+    """Queue the namespace's re-encryption for the shard workers, and with `wait` follow it to its end."""
+    from engine.models import Reencryption
+    from engine.persistence import reencrypt
+    from perdura import clock
+    from perdura.control import _fail
+
     job = reencrypt.start(namespace.id)
+    delay = max((job.next_wakeup_at - clock.now()).total_seconds(), 0.0) if job.next_wakeup_at else 0.0
+    print(
+        f"{namespace.name}: re-encryption to data key version {job.target_version} queued for the shard "
+        f"workers" + (f" (starts in {delay:.0f} s, once every process seals with it)" if delay >= 1 else "")
+    )
+    if not wait:
+        print(f"Follow it with `perdura namespace reencrypt {namespace.name} --status` (or --wait).")
+        return
     started = time.monotonic()
     bar = progress.Bar(f"re-encrypting {namespace.name} to data key version {job.target_version}: runs")
-    result = reencrypt.run(job, on_progress=lambda p: bar.show(p.runs_done, p.runs_total))
-    bar.show(result.runs_done, result.runs_total, last=True)
+    while True:
+        job = Reencryption.objects.get(pk=job.pk)
+        if job.finished_at is not None:
+            break
+        if job.parked_at is not None:
+            _fail(
+                f"the re-encryption is parked after {job.failures} failed attempts: {job.last_error} "
+                f"(`perdura shards redrive reencryption:{job.pk}` retries it)"
+            )
+        bar.show(job.runs_done, max(job.runs_total, 1))
+        time.sleep(WAIT_POLL_SECONDS)
+    bar.show(job.runs_done, job.runs_total, last=True)
+    # From when the job was due (not from the wait for every process to seal with the new version).
+    moving = max(time.monotonic() - started - delay, 0.0)
     print(
-        f"{namespace.name}: {result.rewritten} ciphertexts sealed again under version {job.target_version} "
-        f"in {time.monotonic() - started:.2f}s"
+        f"{namespace.name}: {job.rewritten} ciphertexts sealed again under version {job.target_version} "
+        f"in {moving:.2f}s"
     )
 
 
@@ -59,16 +93,10 @@ def _rotate_key(args: argparse.Namespace) -> None:
     from perdura import bootstrap, env
 
     bootstrap.setup(operator=True)
-    from tenants import audit, datakeys
+    from tenants import datakeys
 
     namespace = _namespace(args.name)
-    key = datakeys.datakey_create(namespace=namespace)
-    audit.record_change(
-        action="namespace.rotate_key",
-        target=f"namespace/{namespace.name}",
-        namespace=namespace,
-        details={"data_key_version": key.version},
-    )
+    key = datakeys.datakey_rotate(namespace=namespace)
     refresh = env.datakey_refresh_seconds()
     print(
         f"{namespace.name}: data key version {key.version} seals new writes (every process within {refresh:g} s)"
@@ -76,20 +104,21 @@ def _rotate_key(args: argparse.Namespace) -> None:
     if args.no_reencrypt:
         print(f"Move old ciphertexts later with `perdura namespace reencrypt {namespace.name}`.")
         return
-    # Until every process has read the new version, some still seal with the old one, and a scan that
-    # passed their rows would leave them behind. Waiting out the refresh time (and a margin for the
-    # transactions that sealed just before it to commit) closes that window.
-    wait = refresh + COMMIT_MARGIN
-    print(f"waiting {wait:g} s for every process to seal with version {key.version}...", file=sys.stderr)
-    time.sleep(wait)
-    _reencrypt_now(namespace)
+    # The job is due only once every process has read the new version (and the transactions that sealed
+    # just before it have committed): a scan that passed rows still sealed with the old one would leave
+    # them behind.
+    _queue(namespace, wait=args.wait)
 
 
 def _reencrypt(args: argparse.Namespace) -> None:
     from perdura import bootstrap
 
     bootstrap.setup(operator=True)
-    _reencrypt_now(_namespace(args.name), status_only=args.status)
+    namespace = _namespace(args.name)
+    if args.status:
+        _status(namespace)
+    else:
+        _queue(namespace, wait=args.wait)
 
 
 def _masterkey_rotate(args: argparse.Namespace) -> None:
@@ -122,6 +151,9 @@ def _masterkey_rotate(args: argparse.Namespace) -> None:
     print("Every data key is wrapped by PERDURA_MASTER_KEY: PERDURA_MASTER_KEY_PREVIOUS may now be removed.")
 
 
+_WAIT_HELP = "follow the queued re-encryption's progress until the workers finish it"
+
+
 def add_namespace_parsers(ns_sub: argparse._SubParsersAction) -> None:
     rotate = ns_sub.add_parser(
         "rotate-key",
@@ -131,12 +163,16 @@ def add_namespace_parsers(ns_sub: argparse._SubParsersAction) -> None:
     rotate.add_argument(
         "--no-reencrypt", action="store_true", help="only start the new version; re-encrypt later"
     )
+    rotate.add_argument("--wait", action="store_true", help=_WAIT_HELP)
     rotate.set_defaults(func=_rotate_key)
     again = ns_sub.add_parser(
-        "reencrypt", help="move a namespace's ciphertexts to its current data key (resumes an unfinished run)"
+        "reencrypt",
+        help="queue the move of a namespace's ciphertexts to its current data key for the shard workers "
+        "(answers the unfinished job if there is one)",
     )
     again.add_argument("name", help="the full name (NAME.ORG)")
     again.add_argument("--status", action="store_true", help="show the last re-encryption's progress")
+    again.add_argument("--wait", action="store_true", help=_WAIT_HELP)
     again.set_defaults(func=_reencrypt)
 
 

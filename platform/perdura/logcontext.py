@@ -16,6 +16,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import trace
+
 log = logging.getLogger("perdura.api.calls")
 
 
@@ -27,7 +29,7 @@ class Call:
     request_id: str
     """The SDK's request id where the request carries one (starts, signals...), else one made per call."""
     trace_id: str = ""
-    """Empty until Perdura records traces."""
+    """The call's trace (32 hex digits) when traces are on (perdura/tracing.py), else empty."""
 
 
 _current: ContextVar[Call | None] = ContextVar("perdura_log_call", default=None)
@@ -45,10 +47,12 @@ def call_of(method: str, request: Any) -> Call:
     """The log context of one call of `method` (the full gRPC path) carrying `request`."""
     namespace = getattr(request, "namespace", "")
     request_id = getattr(request, "request_id", "")
+    span = trace.get_current_span().get_span_context()
     return Call(
         method=method.rpartition("/")[2],
         namespace=namespace if isinstance(namespace, str) else "",
         request_id=request_id if isinstance(request_id, str) and request_id else uuid.uuid4().hex,
+        trace_id=trace.format_trace_id(span.trace_id) if span.is_valid else "",
     )
 
 

@@ -31,6 +31,7 @@ import abc
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 log = logging.getLogger("perdura.ratelimit")
@@ -117,13 +118,13 @@ class MemoryLimiter(Limiter):
 
     PRUNE_AT = 10_000
 
-    def __init__(self, clock_us: object = None) -> None:
+    def __init__(self, clock_us: Callable[[], int] | None = None) -> None:
         self._tats: dict[str, int] = {}
         self._clock_us = clock_us or (lambda: time.monotonic_ns() // 1000)
 
     def check(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
         """`acquire` without the coroutine: the arithmetic on this process's clock."""
-        now = self._clock_us()  # type: ignore[operator]
+        now = self._clock_us()
         decision, tat = gcra(self._tats.get(key), now, rate)
         if decision.allowed and not peek:
             if len(self._tats) >= self.PRUNE_AT:

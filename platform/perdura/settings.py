@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from typing import Any
 
 import dj_database_url
 
@@ -59,7 +60,7 @@ def _shard_lease_seconds() -> float:
     return env.number("PERDURA_SHARD_LEASE_SECONDS", 30.0)
 
 
-def _database() -> dict:
+def _database() -> dj_database_url.DBConfig:
     url = env.database_url()
     config = dj_database_url.parse(url, conn_max_age=600)
     if config["ENGINE"] == "django.db.backends.sqlite3":
@@ -102,6 +103,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("PERDURA_CELERY_QUEUE", "perdura")
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
+# How often beat sweeps the shards for due work; timer wake-ups are sent two sweeps ahead of their time
+# (engine/persistence/wakeups.py), never further: Redis redelivers a message held past the visibility
+# timeout, and a worker would hold a copy more every five minutes until the timer fires.
+PERDURA_SWEEP_SECONDS = env.number("PERDURA_SWEEP_SECONDS", 2.0)
 PERDURA_TIMER_WAKEUPS = os.environ.get("PERDURA_TIMER_WAKEUPS", "" if env.dev_mode() else "celery")
 # Who polls which task queue (DescribeTaskQueue): process memory in dev, Redis shared by every api replica.
 PERDURA_POLLERS = os.environ.get("PERDURA_POLLERS", "memory" if env.dev_mode() else "redis")
@@ -115,6 +120,8 @@ PERDURA_OPENSEARCH_REPLICAS = int(os.environ.get("PERDURA_OPENSEARCH_REPLICAS", 
 # API keys on the gRPC API: `required` (the default of `perdura api`), or `loopback`, which lets calls
 # without credentials from 127.0.0.1/::1 through as the operator (the default of `perdura dev`).
 PERDURA_AUTH = env.auth_mode()
+PERDURA_METRICS_TOKEN = os.environ.get("PERDURA_METRICS_TOKEN", "")
+"""The bearer token that reads the web app's /metrics (frontend/views/metrics.py); empty: none does."""
 # TLS on the gRPC listener (PEM files); both or neither. Plaintext when unset (behind a TLS-terminating proxy).
 PERDURA_TLS_CERT = os.environ.get("PERDURA_TLS_CERT", "")
 PERDURA_TLS_KEY = os.environ.get("PERDURA_TLS_KEY", "")
@@ -122,10 +129,17 @@ PERDURA_TLS_KEY = os.environ.get("PERDURA_TLS_KEY", "")
 # dev, `off` to disable), and the default requests per second of each bucket; Temporal Cloud's
 # defaults are 500 actions/s and 2000 requests/s per namespace.
 PERDURA_RATE_LIMITS = os.environ.get("PERDURA_RATE_LIMITS", "memory" if env.dev_mode() else "redis")
+# Actions per second of a batch operation at most (StartBatchOperation may ask for fewer).
+PERDURA_BATCH_RPS = env.number("PERDURA_BATCH_RPS", 50.0)
 PERDURA_RATE_ACTIONS = env.number("PERDURA_RATE_ACTIONS", 500.0)
 PERDURA_RATE_POLLS = env.number("PERDURA_RATE_POLLS", 2000.0)
 PERDURA_RATE_VISIBILITY = env.number("PERDURA_RATE_VISIBILITY", 100.0)
 PERDURA_RATE_REST = env.number("PERDURA_RATE_REST", 50.0)
+# Each API key's default share of each bucket of each of its namespaces (0 < share <= 1; 1: a key may spend
+# its namespace's whole rate, as before per-key limits); a key's own rates (ApiKey.rate_limits) replace it.
+PERDURA_KEY_RATE_SHARE = env.number("PERDURA_KEY_RATE_SHARE", 0.5)
+if PERDURA_KEY_RATE_SHARE > 1:
+    raise SystemExit(f"PERDURA_KEY_RATE_SHARE must be at most 1, not {PERDURA_KEY_RATE_SHARE}")
 # Failed API-key attempts per client address: a burst of this many, then one every 6 seconds.
 PERDURA_AUTH_FAILURES = int(env.number("PERDURA_AUTH_FAILURES", 20, integer=True))
 # Per-organisation caps (Temporal Cloud starts accounts at 10 namespaces).
@@ -133,9 +147,19 @@ PERDURA_ORG_MAX_NAMESPACES = int(env.number("PERDURA_ORG_MAX_NAMESPACES", 10, in
 PERDURA_ORG_MAX_API_KEYS = int(env.number("PERDURA_ORG_MAX_API_KEYS", 100, integer=True))
 # How long audit entries are kept (days; 0: forever): `perdura audit prune` and beat delete older ones.
 PERDURA_AUDIT_RETENTION_DAYS = env.audit_retention_days()
-# Shard queue rows (timers, transfers, visibility, schedule ticks) whose processing raises are retried
-# with backoff (1 s doubling to 5 min) and parked after this many attempts (engine/shards/parking.py).
+# Shard queue rows (timers, transfers, visibility, schedule ticks, retention) whose processing raises are
+# retried with backoff (1 s doubling to 5 min) and parked after this many attempts (engine/shards/parking.py).
 PERDURA_SHARD_MAX_ATTEMPTS = int(env.number("PERDURA_SHARD_MAX_ATTEMPTS", 10, integer=True))
+# Runs a data key re-encryption moves per transaction (engine/persistence/reencrypt.py): smaller batches
+# hold their row locks for less time, larger ones commit less often.
+PERDURA_REENCRYPT_BATCH = int(env.number("PERDURA_REENCRYPT_BATCH", 50, integer=True))
+# The shortest retention the operator may give a namespace (`perdura namespace update --retention`);
+# tenants choose whole days (1-90).
+PERDURA_RETENTION_MIN_SECONDS = int(env.number("PERDURA_RETENTION_MIN_SECONDS", 30, integer=True))
+# The buckets namespaces may archive to (comma-separated); empty: any bucket the server's credentials reach.
+PERDURA_ARCHIVAL_BUCKETS = frozenset(
+    b.strip() for b in os.environ.get("PERDURA_ARCHIVAL_BUCKETS", "").split(",") if b.strip()
+)
 # Celery's cold shutdown (SIGTERM, see `perdura worker`) lets running tasks finish this long first.
 CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = 2.0
 
@@ -158,6 +182,10 @@ CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("PERDURA_CSRF_TRUSTED_ORIGINS"
 STATIC_URL = "/static/"
 LOGIN_URL = "/login/"
 PERDURA_WEB_URL = os.environ.get("PERDURA_WEB_URL", "http://127.0.0.1:8233").rstrip("/")
+# The gRPC address clients dial, as the console's connection snippets name it (host:port), and whether it
+# speaks TLS there (a TLS-terminating load balancer in front of a plaintext `perdura api` does).
+PERDURA_API_ADDRESS = os.environ.get("PERDURA_API_ADDRESS", "localhost:7233")
+PERDURA_API_TLS = env.flag("PERDURA_API_TLS", default=bool(PERDURA_TLS_CERT))
 EMAIL_BACKEND = os.environ.get(
     "PERDURA_EMAIL_BACKEND",
     "django.core.mail.backends.console.EmailBackend"
@@ -174,7 +202,7 @@ DEFAULT_FROM_EMAIL = os.environ.get("PERDURA_EMAIL_FROM", "Perdura <noreply@loca
 # that commit runs (`perdura api`, the shard workers) to `perdura web`'s websockets through Redis; `perdura dev`
 # is one process, so process memory. `PERDURA_LIVE=memory|redis` overrides (`off`: no hints are sent).
 PERDURA_LIVE = os.environ.get("PERDURA_LIVE", "memory" if env.dev_mode() else "redis")
-CHANNEL_LAYERS = {
+CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     "default": (
         {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"expiry": 10, "capacity": 100}}
         if PERDURA_LIVE != "redis"
@@ -193,7 +221,7 @@ CHANNEL_LAYERS = {
     )
 }
 # Login throttling and failed-key counting need one count across web replicas: Redis outside dev.
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": (
         {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}

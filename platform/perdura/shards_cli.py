@@ -60,7 +60,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register `shards parked` and `shards redrive` on the `perdura` command."""
     shards = sub.add_parser("shards", help="shard queues: rows parked after repeated failures")
     shards_sub = shards.add_subparsers(dest="shards_command", required=True)
-    parked = shards_sub.add_parser("parked", help="list parked timer, transfer, visibility and schedule rows")
+    parked = shards_sub.add_parser(
+        "parked", help="list parked timer, transfer, visibility, schedule and batch rows"
+    )
     parked.add_argument("--namespace", help="only this namespace (its full name)")
     parked.add_argument("--json", action="store_true", help="one JSON object per line")
     parked.set_defaults(func=_parked)

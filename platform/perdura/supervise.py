@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 log = logging.getLogger("perdura.worker")
 CHILD_ENV = "PERDURA_WORKER_CHILD"
@@ -41,12 +41,20 @@ def restart_delay(previous: float, ran_for: float) -> float:
     return min(max(previous * 2, FIRST_DELAY), MAX_DELAY)
 
 
-def run(argv: Sequence[str], *, copies: int = 1, what: str = "the Celery worker") -> int:
+def run(
+    argv: Sequence[str],
+    *,
+    copies: int = 1,
+    what: str = "the Celery worker",
+    on_start: Callable[[], object] | None = None,
+    child_exited: Callable[[int], object] | None = None,
+) -> int:
     """Run `copies` children of `argv` (this same command) until asked to stop; returns the worst status.
 
     Each child is started again on its own when it dies (`what` names it in the log). SIGTERM and SIGINT
     are passed on to every child, which stops as it would alone (within its bound), and the supervisor
-    then exits with their status instead of starting them again.
+    then exits with their status instead of starting them again. `on_start` runs once logging is set up
+    (the metrics port, perdura/metrics_server.py), `child_exited(pid)` after each child's end.
     """
     from perdura import logs
 
@@ -54,6 +62,8 @@ def run(argv: Sequence[str], *, copies: int = 1, what: str = "the Celery worker"
         logs.configure()
     else:
         logging.basicConfig(level=logging.INFO, format="[%(asctime)s: %(levelname)s/supervisor] %(message)s")
+    if on_start is not None:
+        on_start()
     stop = threading.Event()
     children: list[subprocess.Popen[bytes] | None] = [None] * copies
     statuses = [0] * copies
@@ -72,6 +82,8 @@ def run(argv: Sequence[str], *, copies: int = 1, what: str = "the Celery worker"
             if stop.is_set():  # the signal came while this child was being started
                 child.send_signal(signal.SIGTERM)
             statuses[i] = child.wait()
+            if child_exited is not None:
+                child_exited(child.pid)
             if stop.is_set():
                 return
             ran_for = time.monotonic() - started

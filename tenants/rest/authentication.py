@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from django.core.cache import caches
 from django.http import HttpRequest
+from perdura import metrics
 from rest_framework import authentication, exceptions
 
 from tenants import api_keys
@@ -54,10 +55,12 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         cache = caches["throttle"]
         counter = f"keyfail:{client_address(request)}"
         if cache.get(counter, 0) >= FAILED_KEYS_PER_MINUTE:
+            metrics.auth_failures.labels("rest", "throttled").inc()
             raise exceptions.Throttled(wait=60, detail="too many failed API key attempts; try again later")
         try:
             principal = authenticate(value)
         except AuthError as e:
+            metrics.auth_failures.labels("rest", "invalid").inc()
             if not cache.add(counter, 1, timeout=60):
                 try:
                     cache.incr(counter)

@@ -32,7 +32,7 @@ class RunExportView(_View):
         responses={(200, "application/json"): dict},
     )
     def get(self, request, namespace_id):
-        from engine.errors import NotFound
+        from engine.errors import FailedPrecondition, NotFound, Unavailable
         from engine.exports import gather, signing
 
         namespace = access.namespace_get(self.actor, namespace_id)
@@ -46,7 +46,9 @@ class RunExportView(_View):
             )
         except NotFound as e:
             raise exceptions.NotFound(str(e)) from None
-        except signing.SigningKeyError as e:
+        except FailedPrecondition as e:  # an archived run whose archive is missing or does not open
+            return Response({"detail": str(e)}, status=status.HTTP_409_CONFLICT)
+        except (signing.SigningKeyError, Unavailable) as e:  # no key; an archive store that does not answer
             return Response({"detail": str(e)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         body = json.dumps(export.document, ensure_ascii=False, separators=(",", ":")).encode()
         gather.record(namespace=namespace, export=export)

@@ -73,6 +73,43 @@ def actor_of(request: Request) -> access.Actor | None:
     return actor
 
 
+def need_refusal(actor: access.Actor, need: Need) -> str | None:
+    """Why `actor` may not do what `need` asks, as a 403's message, or None when it may.
+
+    The one check of organisation-level needs, for the REST views (`Declared`) and the console's pages
+    (frontend/tenant_views/) alike. Namespace needs pass here and are checked on the namespace by
+    `namespace_refusal`.
+    """
+    if need is Need.PERSON:
+        if actor.user is None:
+            return "this needs a person signed in, not an API key"
+    elif need is Need.ORG_ADMIN:
+        if not actor.is_org_admin:
+            return "this needs an owner or admin of the organisation"
+    elif need is Need.NAMESPACE_CREATE and not (
+        actor.is_org_admin or (actor.key is not None and actor.key.role == roles.KeyRole.ADMIN)
+    ):
+        return "creating namespaces needs an owner or admin of the organisation, or an admin API key"
+    return None
+
+
+def namespace_refusal(actor: access.Actor, namespace: Namespace, need: Need) -> str | None:
+    """Why `actor` may not do what the namespace `need` asks on `namespace` (a 403's message), or None.
+
+    Raises:
+        access.NotFound: the actor has no role on the namespace (answered as a namespace that does not exist).
+    """
+    wanted = _NAMESPACE_ACCESS.get(need)
+    if wanted is None:
+        return None
+    role = actor.namespace_role(namespace)
+    if role is None:
+        raise access.NotFound("namespace not found")
+    if roles.key_access(role) < wanted:
+        return f"this needs the {roles.least_role_for(wanted).value} role on {namespace.name}; you are {role.value}"
+    return None
+
+
 class Declared(permissions.BasePermission):
     """Enforces the view's declared needs."""
 
@@ -87,33 +124,22 @@ class Declared(permissions.BasePermission):
         actor = actor_of(request)
         if actor is None:
             raise exceptions.PermissionDenied("you are not a member of this organisation")
-        if need is Need.PERSON:
-            if actor.user is None:
-                raise exceptions.PermissionDenied("this needs a person signed in, not an API key")
-        elif need is Need.ORG_ADMIN:
-            if not actor.is_org_admin:
-                raise exceptions.PermissionDenied("this needs an owner or admin of the organisation")
-        elif need is Need.NAMESPACE_CREATE and not (
-            actor.is_org_admin or (actor.key is not None and actor.key.role == roles.KeyRole.ADMIN)
-        ):
-            raise exceptions.PermissionDenied(
-                "creating namespaces needs an owner or admin of the organisation, or an admin API key"
-            )
+        refused = need_refusal(actor, need)
+        if refused is not None:
+            raise exceptions.PermissionDenied(refused)
         return True
 
     def has_object_permission(self, request: Request, view: APIView, obj: Namespace) -> bool:
         need = need_of(view, request.method or "")
-        wanted = _NAMESPACE_ACCESS.get(need) if need is not None else None
-        if wanted is None:
+        if need is None or need not in _NAMESPACE_ACCESS:
             return True
         actor = actor_of(request)
         if actor is None:  # has_permission refused it already
             raise exceptions.NotAuthenticated()
-        role = actor.namespace_role(obj)
-        if role is None:
-            raise exceptions.NotFound("namespace not found")
-        if roles.key_access(role) < wanted:
-            raise exceptions.PermissionDenied(
-                f"this needs the {roles.least_role_for(wanted).value} role on {obj.name}; you are {role.value}"
-            )
+        try:
+            refused = namespace_refusal(actor, obj, need)
+        except access.NotFound:
+            raise exceptions.NotFound("namespace not found") from None
+        if refused is not None:
+            raise exceptions.PermissionDenied(refused)
         return True

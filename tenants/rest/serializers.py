@@ -70,6 +70,9 @@ class NamespaceUpdateIn(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, max_length=10000)
     owner_email = serializers.CharField(required=False, allow_blank=True, max_length=255)
     retention_days = serializers.IntegerField(required=False, min_value=1, max_value=90)
+    codec_server_url = serializers.CharField(
+        required=False, allow_blank=True, max_length=2048, help_text="https URL; empty for none"
+    )
 
 
 class GrantIn(serializers.Serializer):
@@ -81,6 +84,22 @@ class ApiKeyIn(serializers.Serializer):
     role = serializers.ChoiceField(choices=ROLE_CHOICES)
     namespaces = serializers.ListField(child=serializers.UUIDField(), min_length=1, max_length=100)
     expires_in_days = serializers.IntegerField(required=False, default=90, min_value=1, max_value=730)
+    rate_limits = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        required=False,
+        default=dict,
+        help_text="the key's own requests per second in each of its namespaces, by bucket (actions, polls, "
+        "visibility); a bucket left out gets PERDURA_KEY_RATE_SHARE of the namespace's rate. Only an admin "
+        "of every namespace of the key may give them.",
+    )
+
+
+class ApiKeyUpdateIn(serializers.Serializer):
+    rate_limits = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        help_text="bucket → requests per second (null: back to the default share); buckets left out keep "
+        "their value",
+    )
 
 
 class RotateIn(serializers.Serializer):
@@ -139,13 +158,18 @@ class NamespaceOut(serializers.Serializer):
     description = serializers.CharField()
     owner_email = serializers.CharField()
     state = serializers.SerializerMethodField()
-    retention_days = serializers.IntegerField()
+    retention_days = serializers.IntegerField(help_text="whole days, rounded down")
+    retention_seconds = serializers.SerializerMethodField(help_text="the exact retention")
+    codec_server_url = serializers.CharField()
     archival = serializers.SerializerMethodField(help_text="placeholder: archival is not offered yet")
     created_at = serializers.DateTimeField()
     your_role = serializers.SerializerMethodField()
 
     def get_state(self, obj: Namespace) -> str:
         return Namespace.State(obj.state).name.lower()
+
+    def get_retention_seconds(self, obj: Namespace) -> int:
+        return int(obj.retention.total_seconds())
 
     def get_archival(self, obj: Namespace) -> dict:
         return {"history": "disabled", "visibility": "disabled"}
@@ -173,6 +197,10 @@ class ApiKeyOut(serializers.Serializer):
     revoked_at = serializers.DateTimeField(allow_null=True)
     last_used_at = serializers.DateTimeField(allow_null=True)
     rotated_from = serializers.UUIDField(source="rotated_from_id", allow_null=True)
+    rate_limits = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="the key's own rates (bucket → requests per second); other buckets: the default share",
+    )
 
     def get_prefix(self, obj: ApiKey) -> str:
         return api_keys.display(obj.prefix)

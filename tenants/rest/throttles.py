@@ -10,16 +10,20 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.cache import BaseCache, caches
-from perdura import ratelimit
+from perdura import metrics, ratelimit
 from rest_framework import exceptions
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 from tenants import quotas
+from tenants.models import Organization
 from tenants.rest.permissions import actor_of
 
 if TYPE_CHECKING:
     from rest_framework.request import Request
     from rest_framework.views import APIView
+
+organization_label = metrics.NamespaceLabels()
+"""Organisation slugs as label values, bounded and switched off as namespace names are."""
 
 _limiters: dict[tuple[str, str, str], ratelimit.SyncLimiter] = {}
 _limiters_lock = threading.Lock()
@@ -48,17 +52,25 @@ class OrganizationThrottle(BaseThrottle):
         actor = actor_of(request) if user is not None and user.is_authenticated else None
         if actor is None:
             return True  # anonymous views carry their own throttles
-        rate = quotas.rest_rate()
-        decision = limiter().check(f"org:{actor.organization.id}:rest", rate)
-        if decision.allowed:
+        refused = organization_refusal(actor.organization)
+        if refused is None:
             return True
-        raise exceptions.Throttled(
-            wait=decision.retry_after,
-            detail=(
-                f"Organisation rate limit exceeded: organisation {actor.organization.slug!r} allows "
-                f"{rate.per_second:g} REST API requests per second."
-            ),
-        )
+        wait, detail = refused
+        raise exceptions.Throttled(wait=wait, detail=detail)
+
+
+def organization_refusal(organization: Organization) -> tuple[float, str] | None:
+    """Take one token from the organisation's bucket of requests (the REST API's and the console's
+    organisation pages'): None when there was one, else (seconds to wait, the refusal's message)."""
+    rate = quotas.rest_rate()
+    decision = limiter().check(f"org:{organization.id}:rest", rate)
+    if decision.allowed:
+        return None
+    metrics.rest_rate_limit_refusals.labels(organization_label(organization.slug)).inc()
+    return decision.retry_after, (
+        f"Organisation rate limit exceeded: organisation {organization.slug!r} allows "
+        f"{rate.per_second:g} REST API requests per second."
+    )
 
 
 class _Throttle(SimpleRateThrottle):

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from tenants.rest import audit_views, export_views, views
+from tenants.rest import audit_views, erasure_views, export_views, views
 
 urlpatterns = [
     path("auth/csrf/", views.CsrfView.as_view(), name="api-csrf"),
@@ -44,6 +44,11 @@ urlpatterns = [
         "namespaces/<uuid:namespace_id>/export/run/",
         export_views.RunExportView.as_view(),
         name="api-namespace-export-run",
+    ),
+    path(
+        "namespaces/<uuid:namespace_id>/erase/",
+        erasure_views.SubjectEraseView.as_view(),
+        name="api-namespace-erase",
     ),
     path("api-keys/", views.ApiKeyListView.as_view(), name="api-keys"),
     path("api-keys/<uuid:key_id>/", views.ApiKeyView.as_view(), name="api-key"),

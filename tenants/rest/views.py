@@ -483,17 +483,29 @@ class ApiKeyListView(_View):
             role=data["role"],
             namespaces=namespaces,
             expires_in=timedelta(days=data["expires_in_days"]),
+            rate_limits=data["rate_limits"],
         )
         log.info("API key %s created by %s", key, self.actor.label)
         return Response(_created(key, plaintext), status=status.HTTP_201_CREATED)
 
 
 class ApiKeyView(_View):
-    needs = {"GET": Need.PERSON}
+    """A key you may see; PATCH sets its own rate limits (admins of each of its namespaces)."""
+
+    needs = {"GET": Need.PERSON, "PATCH": Need.PERSON}
 
     @extend_schema(responses={200: s.ApiKeyOut})
     def get(self, request, key_id):
         return Response(s.ApiKeyOut(access.apikey_get(self.actor, key_id)).data)
+
+    @extend_schema(request=s.ApiKeyUpdateIn, responses={200: s.ApiKeyOut})
+    def patch(self, request, key_id):
+        data = _valid(s.ApiKeyUpdateIn, request.data)
+        key = keys.apikey_set_rate_limits_by_person(
+            actor=self.actor, key=access.apikey_get(self.actor, key_id), changes=data["rate_limits"]
+        )
+        log.info("API key %s rate limits set to %s by %s", key, key.rate_limits, self.actor.label)
+        return Response(s.ApiKeyOut(key).data)
 
 
 class ApiKeyRevokeView(_View):

@@ -55,7 +55,7 @@ def invitation_create(*, actor: Actor, email: str, role: str) -> tuple[Invitatio
             organization=actor.organization,
             details={"role": role.value},
         )
-    link = f"{settings.PERDURA_WEB_URL}/api/v1/invitations/accept/?token={token}"
+    link = f"{settings.PERDURA_WEB_URL}/invitations/accept/?token={token}"
     body = (
         f"You are invited to join {actor.organization.name} ({actor.organization.slug}) on Perdura as {role}.\n\n"
         f"Accept within 7 days: {link}\n(POST the token with a password to /api/v1/invitations/accept/.)\n"
@@ -128,3 +128,18 @@ def invitation_revoke(*, actor: Actor, invitation: Invitation) -> Invitation:
                 organization=actor.organization,
             )
     return invitation
+
+
+def invitation_resend(*, actor: Actor, invitation: Invitation) -> tuple[Invitation, str]:
+    """Send a pending (or expired) invitation again: the old link stops working and a new one, valid
+    for another INVITATION_LIFETIME, is emailed (recorded as the revocation and a new invitation).
+
+    Raises:
+        Forbidden: see `invitation_create`.
+        TenantError: the invitation was accepted, or the address has joined meanwhile.
+    """
+    if invitation.accepted_at is not None:
+        raise TenantError(f"{invitation.email} has accepted this invitation")
+    with transaction.atomic():
+        invitation_revoke(actor=actor, invitation=invitation)
+        return invitation_create(actor=actor, email=invitation.email, role=invitation.role)

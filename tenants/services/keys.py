@@ -1,5 +1,5 @@
 """API keys: created by a person (never above their own roles) or by the operator, revoked, rotated,
-and kept within their creator's roles whenever those are lowered."""
+kept within their creator's roles whenever those are lowered, and given rate limits of their own."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from perdura import clock
 
-from tenants import access, api_keys, audit, roles
+from tenants import access, api_keys, audit, quotas, roles
 from tenants.access import Actor
 from tenants.errors import Forbidden, TenantError
 from tenants.models import ApiKey, Namespace, Organization
@@ -20,20 +20,30 @@ KEY_LIFETIME_MAX = timedelta(days=730)
 
 
 def apikey_create_by_person(
-    *, actor: Actor, name: str, role: str, namespaces: list[Namespace], expires_in: timedelta
+    *,
+    actor: Actor,
+    name: str,
+    role: str,
+    namespaces: list[Namespace],
+    expires_in: timedelta,
+    rate_limits: dict[str, float | None] | None = None,
 ) -> tuple[ApiKey, str]:
-    """A key made by a person: its role may not exceed the person's own role on any of its namespaces.
+    """A key made by a person: its role may not exceed the person's own role on any of its namespaces,
+    and only an admin of every one of them may give it rate limits of its own.
 
     Returns the row and the plaintext key, which is shown once and never stored.
 
     Raises:
-        Forbidden: a key is acting, or the role exceeds the person's role on a namespace.
+        Forbidden: a key is acting, the role exceeds the person's role on a namespace, or rate limits are
+            given by someone who is not admin on each namespace.
         TenantError: see `apikey_create_by_operator`.
         QuotaExceeded: the organisation has as many live keys as it may.
     """
     if actor.user is None:
         raise Forbidden("API keys are created by people: sign in")
     _check_covers(actor, role, namespaces)
+    if rate_limits:
+        _check_limits_allowed(actor, namespaces)
     return _key_create(
         organization=actor.organization,
         name=name,
@@ -41,11 +51,18 @@ def apikey_create_by_person(
         namespaces=namespaces,
         expires_in=expires_in,
         created_by=actor.user,
+        rate_limits=_checked_limits({}, rate_limits or {}),
     )
 
 
 def apikey_create_by_operator(
-    *, organization: Organization, name: str, role: str, namespaces: list[Namespace], expires_in: timedelta
+    *,
+    organization: Organization,
+    name: str,
+    role: str,
+    namespaces: list[Namespace],
+    expires_in: timedelta,
+    rate_limits: dict[str, float | None] | None = None,
 ) -> tuple[ApiKey, str]:
     """A key made by the operator (`perdura apikey create`): any role on the organisation's namespaces,
     with no creator whose roles it must stay within.
@@ -53,8 +70,8 @@ def apikey_create_by_operator(
     Returns the row and the plaintext key, which is shown once and never stored.
 
     Raises:
-        TenantError: no name, unknown role, no namespace, a namespace of another organisation, or an
-            expiry that is not within two years.
+        TenantError: no name, unknown role, no namespace, a namespace of another organisation, an
+            expiry that is not within two years, or a rate limit that is not a positive rate of a bucket.
         QuotaExceeded: the organisation has as many live keys as it may.
     """
     return _key_create(
@@ -64,7 +81,83 @@ def apikey_create_by_operator(
         namespaces=namespaces,
         expires_in=expires_in,
         created_by=None,
+        rate_limits=_checked_limits({}, rate_limits or {}),
     )
+
+
+def apikey_set_rate_limits_by_person(
+    *, actor: Actor, key: ApiKey, changes: dict[str, float | None]
+) -> ApiKey:
+    """Set a key's own rate limits (see `apikey_set_rate_limits_by_operator`) as a person who is admin on
+    every namespace of the key: a key's rate divides its namespaces' budgets among their keys, which is
+    theirs to decide, whoever made the key. (Namespace rates themselves are the operator's.)
+
+    Raises:
+        Forbidden: a key is acting, or the person is not admin on each of the key's namespaces.
+        TenantError: see `apikey_set_rate_limits_by_operator`.
+    """
+    if actor.user is None:
+        raise Forbidden("a key's rate limits are set by people: sign in")
+    _check_limits_allowed(actor, list(key.namespaces.all()))
+    return apikey_set_rate_limits_by_operator(key=key, changes=changes)
+
+
+def apikey_set_rate_limits_by_operator(*, key: ApiKey, changes: dict[str, float | None]) -> ApiKey:
+    """Set a key's own rate limits: bucket → requests per second in each of its namespaces (None: back to
+    the default share of the namespace's rate, PERDURA_KEY_RATE_SHARE). Every `perdura api` process
+    applies it on the key's next call; recorded in the audit log (`apikey.rate_limits`).
+
+    Raises:
+        TenantError: the key is revoked, an unknown bucket, or a rate that is not positive.
+    """
+    if key.revoked_at is not None:
+        raise TenantError(f"API key {api_keys.display(key.prefix)} is revoked")
+    with transaction.atomic():
+        current = ApiKey.objects.select_for_update().values_list("rate_limits", flat=True).get(pk=key.pk)
+        limits = _checked_limits(dict(current or {}), changes)
+        ApiKey.objects.filter(pk=key.pk).update(rate_limits=limits)
+        audit.record_change(
+            action="apikey.rate_limits",
+            target=f"apikey/{api_keys.display(key.prefix)}",
+            organization=key.organization,
+            details={"name": key.name, "rate_limits": limits},
+        )
+    key.rate_limits = limits
+    return key
+
+
+def _checked_limits(current: dict[str, float], changes: dict[str, float | None]) -> dict[str, float]:
+    try:
+        checked = quotas.validate_overrides(changes)
+    except quotas.QuotaError as e:
+        raise TenantError(str(e)) from None
+    limits = dict(current)
+    for bucket, value in checked.items():
+        if value is None:
+            limits.pop(bucket.value, None)
+        else:
+            limits[bucket.value] = value
+    return limits
+
+
+def _check_limits_allowed(actor: Actor, namespaces: list[Namespace]) -> None:
+    for namespace in namespaces:
+        held = actor.namespace_role(namespace)
+        if held is not KeyRole.ADMIN:
+            raise Forbidden(
+                f"a key's rate limits are set by admins of each of its namespaces: you are "
+                f"{held or 'nothing'} on {namespace.name}"
+            )
+
+
+def apikey_may_set_rate_limits(*, actor: Actor, key: ApiKey) -> bool:
+    """True when `actor` may set `key`'s rate limits (the rule `apikey_set_rate_limits_by_person`
+    enforces), for pages that offer only what it allows."""
+    try:
+        _check_limits_allowed(actor, list(key.namespaces.all()))
+    except TenantError:
+        return False
+    return actor.user is not None and key.revoked_at is None
 
 
 def apikey_rotate_by_person(*, actor: Actor, key: ApiKey, grace: timedelta) -> tuple[ApiKey, str]:
@@ -80,8 +173,8 @@ def apikey_rotate_by_person(*, actor: Actor, key: ApiKey, grace: timedelta) -> t
 
 
 def apikey_rotate_by_operator(*, key: ApiKey, grace: timedelta = timedelta(0)) -> tuple[ApiKey, str]:
-    """A successor of `key` with the same name, role, namespaces, creator and lifetime; the old key stops
-    working after `grace` (at once by default). A rotation is not counted against the key cap: it
+    """A successor of `key` with the same name, role, namespaces, rate limits, creator and lifetime; the
+    old key stops working after `grace` (at once by default). A rotation is not counted against the key cap: it
     retires the key it replaces.
 
     Raises:
@@ -168,6 +261,7 @@ def _key_create(
     expires_in: timedelta,
     created_by: Any | None,
     rotated_from: ApiKey | None = None,
+    rate_limits: dict[str, float] | None = None,
 ) -> tuple[ApiKey, str]:
     """Create an API key for whoever the caller checked; the row and the plaintext key, which is shown
     once and never stored.
@@ -207,6 +301,7 @@ def _key_create(
             created_at=now,
             expires_at=now + expires_in,
             rotated_from=rotated_from,
+            rate_limits=rate_limits or {},
         )
         key.namespaces.set(namespaces)
         audit.record_change(
@@ -219,6 +314,7 @@ def _key_create(
                 "role": role,
                 "namespaces": sorted(n.name for n in namespaces),
                 "expires_at": key.expires_at.isoformat(),
+                **({"rate_limits": key.rate_limits} if key.rate_limits else {}),
                 **({"rotated_from": api_keys.display(rotated_from.prefix)} if rotated_from else {}),
             },
         )
@@ -244,6 +340,7 @@ def _rotate(key: ApiKey, grace: timedelta) -> tuple[ApiKey, str]:
             expires_in=min(key.expires_at - key.created_at, KEY_LIFETIME_MAX),
             created_by=key.created_by,
             rotated_from=key,
+            rate_limits=dict(key.rate_limits or {}),
         )
         if grace > timedelta(0):
             ApiKey.objects.filter(pk=key.pk).update(expires_at=min(key.expires_at, now + grace))
@@ -270,3 +367,14 @@ def _check_covers(actor: Actor, role: str, namespaces: list[Namespace]) -> None:
                 f"a key cannot exceed its creator's role: you are {held or 'nothing'} on {namespace.name}, "
                 f"not {role}"
             )
+
+
+def apikey_within_creator(*, actor: Actor, role: str, namespaces: list[Namespace]) -> bool:
+    """True when `actor` may make (or rotate) a key of `role` on `namespaces`: the rule
+    `apikey_create_by_person` and `apikey_rotate_by_person` enforce, for pages that offer only what it
+    allows."""
+    try:
+        _check_covers(actor, role, namespaces)
+    except TenantError:
+        return False
+    return actor.user is not None

@@ -61,11 +61,11 @@ def password_reset_request(*, email: str) -> None:
         return
     uid = urlsafe_base64_encode(force_bytes(user.pk))
     token = default_token_generator.make_token(user)
-    link = f"{settings.PERDURA_WEB_URL}/api/v1/auth/password-reset/confirm/?uid={uid}&token={token}"
+    link = f"{settings.PERDURA_WEB_URL}/password-reset/confirm/?uid={uid}&token={token}"
     body = (
         "Someone asked to reset the password of your Perdura account.\n\n"
-        f"To choose a new one, POST uid={uid}, token and a new password to /api/v1/auth/password-reset/confirm/:\n"
-        f"{link}\n\nIf it was not you, ignore this email.\n"
+        f"To choose a new one, open this link (or POST uid={uid}, token and a new password to "
+        f"/api/v1/auth/password-reset/confirm/):\n{link}\n\nIf it was not you, ignore this email.\n"
     )
     send_mail("Reset your Perdura password", body, None, [user.email])
 

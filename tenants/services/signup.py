@@ -44,8 +44,8 @@ def signup(*, email: str, password: str, organization_slug: str, organization_na
         send_mail(
             "Sign-up to Perdura",
             "Someone tried to sign up to Perdura with this email address, which already has an account.\n\n"
-            f"If it was you, log in at {settings.PERDURA_WEB_URL}/api/v1/auth/login/, or choose a new password "
-            f"at {settings.PERDURA_WEB_URL}/api/v1/auth/password-reset/.\n\nIf it was not you, ignore this email.\n",
+            f"If it was you, log in at {settings.PERDURA_WEB_URL}/login/, or choose a new password "
+            f"at {settings.PERDURA_WEB_URL}/password-reset/.\n\nIf it was not you, ignore this email.\n",
             None,
             [email],
         )
@@ -67,11 +67,11 @@ def signup(*, email: str, password: str, organization_slug: str, organization_na
         },
         salt=_SIGNUP_SALT,
     )
-    link = f"{settings.PERDURA_WEB_URL}/api/v1/auth/signup/confirm/?token={token}"
+    link = f"{settings.PERDURA_WEB_URL}/signup/confirm/?token={token}"
     send_mail(
         "Confirm your Perdura sign-up",
-        f"To create the organisation {organization_slug!r} and sign in, POST this token to "
-        f"/api/v1/auth/signup/confirm/ (within {SIGNUP_LINK_LIFETIME.days} days):\n{link}\n\n"
+        f"To create the organisation {organization_slug!r} and sign in, open this link (or POST its token to "
+        f"/api/v1/auth/signup/confirm/) within {SIGNUP_LINK_LIFETIME.days} days:\n{link}\n\n"
         "If it was not you, ignore this email.\n",
         None,
         [email],

@@ -60,6 +60,16 @@ async def test_sdk_run_in_list_filter_and_query_error(
     await expect(page.locator(".chip.status-running span")).not_to_have_text("0")
     await expect(page.locator(".chip.status-completed span")).not_to_have_text("0")
     await page.screenshot(path=screenshot_path("workflows-list"), full_page=True)
+    # At 1440 px, beside the side navigation, a run id and a short workflow id each fit on one line (the
+    # saved views used to take a column, and the run id broke over four).
+    for cell in (rows.first.locator("td.mono"), rows.first.locator("td.wid a")):
+        lines = await cell.evaluate(
+            "e => { const r = document.createRange(); r.selectNodeContents(e); return r.getClientRects().length; }"
+        )
+        assert lines == 1, lines
+    # ... and the default columns fit without scrolling the table sideways.
+    overflow = await page.locator(".tablewrap").first.evaluate("e => e.scrollWidth - e.clientWidth")
+    assert overflow <= 0, f"the list scrolls sideways by {overflow} px at 1440 px"
     await page.set_viewport_size({"width": 390, "height": 844})
     await page.screenshot(path=screenshot_path("workflows-list-phone"))
     await page.set_viewport_size({"width": 1440, "height": 900})
@@ -225,8 +235,9 @@ XSS = (
 
 
 async def test_stored_xss_is_shown_inert(console_dev, dev_client, console_worker, task_queue, context):
-    """Ids, memo values, signal names, failure messages and payloads that carry markup are shown as
-    text: no injected element exists and no injected script ran (CSP violations would be console errors)."""
+    """Ids, memo values, signal names, failure messages, payloads and saved view names that carry markup
+    are shown as text: no injected element exists and no injected script ran (CSP violations would be
+    console errors)."""
     _, base = console_dev
     tag = uuid.uuid4().hex[:6]
     failing = await dev_client.start_workflow(
@@ -258,6 +269,22 @@ async def test_stored_xss_is_shown_inert(console_dev, dev_client, console_worker
     await expect(page.locator("table.runs tbody tr")).to_have_count(2)
     await expect(page.get_by_role("link", name=f"xss-{tag}-{XSS}", exact=True)).to_be_visible()
     await assert_inert()
+    # A saved view named with markup: listed beside the query bar, in the heading and in its delete
+    # button's label, as text.
+    await page.get_by_label("Save this view as").fill(f"{XSS} view {tag}")
+    await page.get_by_role("button", name="Save view").click()
+    views = page.get_by_role("complementary", name="Saved views")
+    await expect(views.get_by_role("link", name=f"{XSS} view {tag}")).to_have_attribute(
+        "aria-current", "page"
+    )
+    await expect(page.locator("h1 .view-name")).to_contain_text(f"{XSS} view {tag}")
+    await expect(page.locator("table.runs tbody tr")).to_have_count(2)
+    await assert_inert()
+    await views.get_by_role("button", name=f"Delete saved view {XSS} view {tag}").click()
+    await expect(views.get_by_role("link", name=f"{XSS} view {tag}")).to_have_count(0)
+    await page.goto(
+        base + "/namespaces/default/workflows?query=" + quote(f'WorkflowId STARTS_WITH "xss-{tag}"')
+    )
 
     await page.get_by_role("link", name=f"xss-{tag}-{XSS}", exact=True).click()
     await expect(page.locator(".run-head .badge")).to_have_text("Failed")

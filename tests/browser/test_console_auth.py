@@ -28,7 +28,7 @@ SIGNALS_PRODUCTION = 50
 def production_web(tmp_path_factory: pytest.TempPathFactory):
     """The production processes with `perdura web`: (server, base URL)."""
     with (
-        servers.postgres_database() as url,
+        servers.postgres_database(schema=True) as url,
         servers.production(tmp_path_factory.mktemp("prod-web"), url) as running,
     ):
         running.env["PERDURA_SECRET_KEY"] = secrets.token_urlsafe(40)

@@ -47,7 +47,7 @@ def cluster():
 class Stack:
     """The production processes on the private cluster, and an SDK worker process."""
 
-    def __init__(self, prod: servers.Running, pg, tmp: Path, queue: str) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, prod: servers.Running, pg, tmp: Path, queue: str) -> None:
         self.prod, self.pg, self.tmp, self.queue = prod, pg, tmp, queue
         self.sdk: subprocess.Popen | None = None
         self.sdk_starts = 0

@@ -33,7 +33,7 @@ def query(url: str, sql: str, *args: object) -> list[tuple]:
         return conn.execute(sql, args).fetchall()
 
 
-async def wait_for(check, timeout: float, what: str):  # type: ignore[no-untyped-def]
+async def wait_for(check, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while True:
         value = check()
@@ -46,7 +46,7 @@ async def wait_for(check, timeout: float, what: str):  # type: ignore[no-untyped
 
 async def test_stale_lease_holder_commits_nothing(tmp_path):
     env = {"PERDURA_SHARD_LEASE_SECONDS": str(LEASE_SECONDS)}
-    with servers.postgres_database() as url, servers.production(tmp_path, url, env=env) as prod:
+    with servers.postgres_database(schema=True) as url, servers.production(tmp_path, url, env=env) as prod:
         # Two shard workers of one pool process each, so the lease holder is one pid and the other
         # worker is free to take over.
         prod.processes["worker"].terminate()

@@ -35,7 +35,7 @@ async def test_timer_storm_survives_a_redis_restart(tmp_path):
     total = RUNS * TIMERS_PER_RUN
     with (
         private_redis(tmp_path) as broker,
-        servers.postgres_database() as url,
+        servers.postgres_database(schema=True) as url,
         servers.production(tmp_path, url, redis_url=broker.url) as prod,
     ):
         client = await Client.connect(prod.address)

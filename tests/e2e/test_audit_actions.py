@@ -24,10 +24,13 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.activity.v1 import ActivityOptions
-from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.batch.v1 import BatchOperationSignal
+from temporalio.api.common.v1 import Payload, Priority, WorkflowExecution
+from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionMessage
 from temporalio.api.enums.v1 import EventType, IndexedValueType
 from temporalio.api.namespace.v1 import NamespaceConfig, UpdateNamespaceInfo
 from temporalio.api.operatorservice.v1 import request_response_pb2 as orr
+from temporalio.api.workflow.v1 import WorkflowExecutionOptions
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 from temporalio.client import (
     Schedule,
@@ -38,7 +41,7 @@ from temporalio.client import (
     ScheduleUpdate,
     WithStartWorkflowOperation,
 )
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import WorkerDeploymentVersion, WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
@@ -46,6 +49,7 @@ from engine.api import methods
 from tests.e2e import test_auth as auth_tests
 from tests.e2e.conftest import new_id
 from tests.e2e.test_auth import _all_keys, connect, create_key, org_of
+from tests.e2e.test_worker_deployments import set_current, set_ramping, versioned_worker, visible
 from tests.e2e.workflows import (
     ALL_WORKFLOWS,
     ResettableWorkflow,
@@ -95,19 +99,34 @@ CALLED = {
     "UnpauseActivityExecution": "UnpauseActivityExecution",
     "ResetActivityExecution": "ResetActivityExecution",
     "UpdateActivityExecutionOptions": "UpdateActivityExecutionOptions",
-    # Not implemented yet (UNIMPLEMENTED): recorded as failed, test_operator_actions_on_runs_through_the_sdk
+    # test_standalone_activity_calls_through_the_sdk
+    "StartActivityExecution": "StartActivityExecution",
+    "RequestCancelActivityExecution": "RequestCancelActivityExecution",
+    "TerminateActivityExecution": "TerminateActivityExecution",
+    "DeleteActivityExecution": "DeleteActivityExecution",
+    # test_batch_operations_through_the_sdk
+    "StartBatchOperation": "StartBatchOperation",
+    "StopBatchOperation": "StopBatchOperation",
+    # test_operator_actions_on_runs_through_the_sdk
     "UpdateWorkflowExecutionOptions": "UpdateWorkflowExecutionOptions",
     "PauseWorkflowExecution": "PauseWorkflowExecution",
     "UnpauseWorkflowExecution": "UnpauseWorkflowExecution",
+    # test_worker_deployment_calls_through_the_sdk
+    "SetWorkerDeploymentCurrentVersion": "SetWorkerDeploymentCurrentVersion",
+    "SetWorkerDeploymentRampingVersion": "SetWorkerDeploymentRampingVersion",
+    "UpdateWorkerDeploymentVersionMetadata": "UpdateWorkerDeploymentVersionMetadata",
+    "DeleteWorkerDeploymentVersion": "DeleteWorkerDeploymentVersion",
+    "DeleteWorkerDeployment": "DeleteWorkerDeployment",
 }
-"""Each audited gRPC method performed successfully (or, unimplemented, attempted) here, and the action
-its entry carries."""
+"""Each audited gRPC method performed successfully here, and the action its entry carries."""
 
 CLI_ACTIONS = {
     "organization.create",
     "member.add",
     "namespace.register",
     "namespace.rate_limits",
+    "namespace.retry_jitter",
+    "namespace.on_retries_exhausted",
     "apikey.create",
     "apikey.revoke",
     "apikey.rotate",
@@ -268,25 +287,22 @@ async def test_operator_actions_on_runs_through_the_sdk(server, tenants):
             )
             == 1
         )
-        # the workflow options and pause calls Perdura does not implement yet are recorded as failed
+        # the run controls: options (priority), pause and unpause
         execution = WorkflowExecution(workflow_id=ids["uws"])
-        for call, request in [
-            (
-                client.workflow_service.update_workflow_execution_options,
-                rr.UpdateWorkflowExecutionOptionsRequest(namespace=ns, workflow_execution=execution),
-            ),
-            (
-                client.workflow_service.pause_workflow_execution,
-                rr.PauseWorkflowExecutionRequest(namespace=ns, workflow_id=ids["uws"]),
-            ),
-            (
-                client.workflow_service.unpause_workflow_execution,
-                rr.UnpauseWorkflowExecutionRequest(namespace=ns, workflow_id=ids["uws"]),
-            ),
-        ]:
-            with pytest.raises(RPCError) as caught:
-                await call(request)
-            assert caught.value.status == RPCStatusCode.UNIMPLEMENTED
+        await client.workflow_service.update_workflow_execution_options(
+            rr.UpdateWorkflowExecutionOptionsRequest(
+                namespace=ns,
+                workflow_execution=execution,
+                workflow_execution_options=WorkflowExecutionOptions(priority=Priority(priority_key=2)),
+                update_mask=FieldMask(paths=["priority"]),
+            )
+        )
+        await client.workflow_service.pause_workflow_execution(
+            rr.PauseWorkflowExecutionRequest(namespace=ns, workflow_id=ids["uws"])
+        )
+        await client.workflow_service.unpause_workflow_execution(
+            rr.UnpauseWorkflowExecutionRequest(namespace=ns, workflow_id=ids["uws"])
+        )
         await client.get_workflow_handle(ids["uws"]).terminate("audit over")
         # schedules
         schedule = await client.create_schedule(
@@ -332,9 +348,9 @@ async def test_operator_actions_on_runs_through_the_sdk(server, tenants):
     assert reset.run_id
     assert of(ids["uws"]) == [
         ("ExecuteMultiOperation", f"workflow/{ids['uws']}", "ok", "OK"),
-        ("UpdateWorkflowExecutionOptions", f"workflow/{ids['uws']}", "failed", "UNIMPLEMENTED"),
-        ("PauseWorkflowExecution", f"workflow/{ids['uws']}", "failed", "UNIMPLEMENTED"),
-        ("UnpauseWorkflowExecution", f"workflow/{ids['uws']}", "failed", "UNIMPLEMENTED"),
+        ("UpdateWorkflowExecutionOptions", f"workflow/{ids['uws']}", "ok", "OK"),
+        ("PauseWorkflowExecution", f"workflow/{ids['uws']}", "ok", "OK"),
+        ("UnpauseWorkflowExecution", f"workflow/{ids['uws']}", "ok", "OK"),
         ("TerminateWorkflowExecution", f"workflow/{ids['uws']}", "ok", "OK"),
     ]
     assert of(schedule_id) == [
@@ -365,6 +381,41 @@ async def test_operator_actions_on_runs_through_the_sdk(server, tenants):
     shown = json.dumps(everything)
     for secret in ("audit over", "not mine to end", "first", *_all_keys):
         assert secret not in shown
+
+
+async def test_batch_operations_through_the_sdk(server, tenants):
+    """Starting and stopping a batch are recorded with the key, `batch/<job id>` and names only: the
+    operation and signal name, how many runs were listed; never the reason or the signal's input."""
+    key = tenants.keys["a-operator"]
+    ns = tenants.ns_a
+    client = await connect(server, ns, key)
+    job_id = new_id("audit-batch")
+    await client.workflow_service.start_batch_operation(
+        rr.StartBatchOperationRequest(
+            namespace=ns,
+            job_id=job_id,
+            reason="secret batch reason",
+            executions=[WorkflowExecution(workflow_id=new_id("nobody")) for _ in range(2)],
+            max_operations_per_second=0.1,
+            signal_operation=BatchOperationSignal(signal="poke"),
+        )
+    )
+    await client.workflow_service.stop_batch_operation(
+        rr.StopBatchOperationRequest(namespace=ns, job_id=job_id, reason="secret stop reason")
+    )
+    entries = [
+        e
+        for e in export(server, "--org", org_of(ns), "--namespace", ns, "--since", "10m")
+        if e["target"] == f"batch/{job_id}"
+    ]
+    assert [(e["action"], e["outcome"], e["code"]) for e in entries] == [
+        ("StartBatchOperation", "ok", "OK"),
+        ("StopBatchOperation", "ok", "OK"),
+    ]
+    for entry in entries:
+        check(entry, actor=key_actor(key, "operator a"), namespace=ns)
+    assert entries[0]["details"] == {"operation": "signal", "signal_name": "poke", "runs_listed": 2}
+    assert "secret" not in json.dumps(entries)
 
 
 async def pending_activity(handle) -> str:
@@ -434,6 +485,119 @@ async def test_activity_operator_calls_through_the_sdk(server, tenants):
         check(entry, actor=key_actor(key, "operator a"), namespace=ns)
 
 
+async def test_standalone_activity_calls_through_the_sdk(server, tenants):
+    """Starting, cancelling, terminating and deleting standalone activities are recorded with the activity
+    (and its run, when the call names one) as their target; a refused cancel is recorded as failed."""
+    key = tenants.keys["a-operator"]
+    ns = tenants.ns_a
+    client = await connect(server, ns, key)
+    queue = f"tq-{uuid.uuid4()}"
+    first, second = new_id("audit-sa"), new_id("audit-sa")
+    options = {"task_queue": queue, "start_to_close_timeout": timedelta(seconds=30)}
+    one = await client.start_activity("audited", id=first, **options)
+    two = await client.start_activity("audited", id=second, **options)
+    await one.cancel(reason="audit")
+    with pytest.raises(RPCError) as refused:
+        await one.cancel(reason="audit again")
+    assert refused.value.status == RPCStatusCode.FAILED_PRECONDITION
+    await two.terminate(reason="audit")
+    await client.workflow_service.delete_activity_execution(
+        rr.DeleteActivityExecutionRequest(namespace=ns, activity_id=second, run_id=two.run_id or "")
+    )
+
+    entries = export(server, "--org", org_of(ns), "--namespace", ns, "--since", "10m")
+    mine = [e for e in entries if e["target"].startswith(("activity/" + first, "activity/" + second))]
+    assert [(e["action"], e["target"], e["outcome"]) for e in mine] == [
+        ("StartActivityExecution", f"activity/{first}", "ok"),
+        ("StartActivityExecution", f"activity/{second}", "ok"),
+        ("RequestCancelActivityExecution", f"activity/{first}/{one.run_id}", "ok"),
+        ("RequestCancelActivityExecution", f"activity/{first}/{one.run_id}", "failed"),
+        ("TerminateActivityExecution", f"activity/{second}/{two.run_id}", "ok"),
+        ("DeleteActivityExecution", f"activity/{second}/{two.run_id}", "ok"),
+    ]
+    for entry in mine:
+        check(
+            entry,
+            actor=key_actor(key, "operator a"),
+            namespace=ns,
+            outcome=entry["outcome"],
+            code="OK" if entry["outcome"] == "ok" else "FAILED_PRECONDITION",
+        )
+
+
+async def test_worker_deployment_calls_through_the_sdk(server, tenants):
+    """Routing a worker deployment's versions, changing a version's metadata and deleting a version and its
+    deployment are recorded with the deployment (and build id) as their target."""
+    key = tenants.keys["a-operator"]
+    ns = tenants.ns_a
+    client = await connect(server, ns, key)
+    name = f"audit-dep-{uuid.uuid4().hex[:8]}"
+    v1 = WorkerDeploymentVersion(deployment_name=name, build_id="1.0")
+    v2 = WorkerDeploymentVersion(deployment_name=name, build_id="2.0")
+    queue = f"tq-{uuid.uuid4()}"
+    async with versioned_worker(client, queue, v1), versioned_worker(client, queue, v2):
+        await visible(client, v1)
+        token = (await visible(client, v2)).conflict_token
+        token = (await set_current(client, v1, token)).conflict_token
+        token = (await set_ramping(client, v2, 30, token)).conflict_token
+        await set_ramping(client, WorkerDeploymentVersion(deployment_name=name, build_id=""), 0, token)
+        update = rr.UpdateWorkerDeploymentVersionMetadataRequest(
+            namespace=ns, deployment_version=VersionMessage(deployment_name=name, build_id="2.0")
+        )
+        update.upsert_entries["owner"].CopyFrom(Payload(data=b'"team-a"'))
+        await client.workflow_service.update_worker_deployment_version_metadata(update, retry=False)
+    # Temporal keeps a version polled in the last five minutes: make its last poll older than that.
+    age_last_poll(server, name, "2.0", timedelta(minutes=10))
+    await client.workflow_service.delete_worker_deployment_version(
+        rr.DeleteWorkerDeploymentVersionRequest(
+            namespace=ns,
+            deployment_version=VersionMessage(deployment_name=name, build_id="2.0"),
+            skip_drainage=True,
+        ),
+        retry=False,
+    )
+    with pytest.raises(RPCError) as refused:  # 1.0 is current
+        await client.workflow_service.delete_worker_deployment(
+            rr.DeleteWorkerDeploymentRequest(namespace=ns, deployment_name=name), retry=False
+        )
+    assert refused.value.status == RPCStatusCode.FAILED_PRECONDITION
+
+    entries = export(server, "--org", org_of(ns), "--namespace", ns, "--since", "10m")
+    mine = [e for e in entries if e["target"].startswith(f"deployment/{name}")]
+    assert [(e["action"], e["target"], e["outcome"]) for e in mine] == [
+        ("SetWorkerDeploymentCurrentVersion", f"deployment/{name}/1.0", "ok"),
+        ("SetWorkerDeploymentRampingVersion", f"deployment/{name}/2.0", "ok"),
+        ("SetWorkerDeploymentRampingVersion", f"deployment/{name}", "ok"),
+        ("UpdateWorkerDeploymentVersionMetadata", f"deployment/{name}/2.0", "ok"),
+        ("DeleteWorkerDeploymentVersion", f"deployment/{name}/2.0", "ok"),
+        ("DeleteWorkerDeployment", f"deployment/{name}", "failed"),
+    ]
+    for entry in mine:
+        check(
+            entry,
+            actor=key_actor(key, "operator a"),
+            namespace=ns,
+            outcome=entry["outcome"],
+            code="OK" if entry["outcome"] == "ok" else "FAILED_PRECONDITION",
+        )
+
+
+def age_last_poll(server, deployment: str, build_id: str, age: timedelta) -> None:
+    """Date a version's last poll `age` ago, straight in the server's database."""
+    when = datetime.now(UTC) - age
+    sql = (
+        "UPDATE engine_workerdeploymentversion SET last_poll_at = {p} WHERE build_id = {p} AND deployment_id IN "
+        "(SELECT id FROM engine_workerdeployment WHERE name = {p})"
+    )
+    if server.database_url:
+        with psycopg.connect(server.database_url) as conn:
+            assert conn.execute(sql.format(p="%s"), [when, build_id, deployment]).rowcount == 1
+    else:
+        with sqlite3.connect(server.db_file, timeout=30) as conn:
+            stamp = when.strftime("%Y-%m-%d %H:%M:%S.%f")
+            assert conn.execute(sql.format(p="?"), [stamp, build_id, deployment]).rowcount == 1
+
+
 async def test_every_audited_method_refused_to_a_reader_key_is_recorded(server, tenants):
     """Each row of the method table with an audit mode, called with a reader key: PERMISSION_DENIED,
     and one `denied` entry naming the key, the namespace, the target and the caller's address."""
@@ -460,8 +624,21 @@ async def test_every_audited_method_refused_to_a_reader_key_is_recorded(server, 
         elif "schedule_id" in fields:
             request.schedule_id = f"{name}-{token}"
             target = f"schedule/{name}-{token}"
+        elif "activity_id" in fields:
+            request.activity_id = f"{name}-{token}"
+            target = f"activity/{name}-{token}"
         elif name == "ExecuteMultiOperation":
             request.operations.add().start_workflow.workflow_id = f"{name}-{token}"
+        elif "job_id" in fields:
+            request.job_id = f"{name}-{token}"
+            target = f"batch/{name}-{token}"
+        elif "deployment_version" in fields:
+            request.deployment_version.deployment_name = f"{name}-{token}"
+            request.deployment_version.build_id = "1.0"
+            target = f"deployment/{name}-{token}/1.0"
+        elif "deployment_name" in fields:
+            request.deployment_name = f"{name}-{token}"
+            target = f"deployment/{name}-{token}"
         elif name == "RegisterNamespace":
             request.namespace = f"{name.lower()}{token}.{org}"
             target = f"namespace/{request.namespace}"
@@ -498,6 +675,7 @@ def test_operator_cli_commands_are_recorded_as_the_operator(server):
     server.cli("org", "create", org, "--owner", f"owner@{org}.example")
     server.cli("namespace", "create", "ops", "--org", org, "--retention", "5d")
     server.cli("namespace", "update", ns, "--actions-rps", "50")
+    server.cli("namespace", "update", ns, "--retry-jitter", "0.5", "--on-retries-exhausted", "park")
     key = server.cli(
         "apikey", "create", "--org", org, "--namespace", ns, "--role", "reader", "--name", "cli key"
     ).splitlines()[-1]
@@ -512,6 +690,8 @@ def test_operator_cli_commands_are_recorded_as_the_operator(server):
         ("member.add", f"member/owner@{org}.example", None),
         ("namespace.register", f"namespace/{ns}", ns),
         ("namespace.rate_limits", f"namespace/{ns}", ns),
+        ("namespace.retry_jitter", f"namespace/{ns}", ns),
+        ("namespace.on_retries_exhausted", f"namespace/{ns}", ns),
         ("apikey.create", old, ns),
         ("apikey.create", new, ns),
         ("apikey.revoke", old, None),
@@ -524,7 +704,9 @@ def test_operator_cli_commands_are_recorded_as_the_operator(server):
         assert (entry["outcome"], entry["code"]) == ("ok", "OK")
     assert entries[2]["details"] == {"retention_days": 5}
     assert entries[3]["details"] == {"rate_limits": {"actions": 50.0}}
-    assert entries[5]["details"]["rotated_from"] == prefix_of(key)
+    assert entries[4]["details"] == {"retry_jitter": 0.5}
+    assert entries[5]["details"] == {"on_retries_exhausted": "park"}
+    assert entries[7]["details"]["rotated_from"] == prefix_of(key)
     shown = json.dumps(entries)
     assert key not in shown
     assert successor not in shown

@@ -152,7 +152,7 @@ class Refusal:
     fragment: str
 
 
-def on_run(build):  # type: ignore[no-untyped-def]
+def on_run(build):
     return lambda ws, wid, new: build(ws, WorkflowExecution(workflow_id=wid))
 
 
@@ -373,7 +373,7 @@ def _methods() -> list[tuple[str, object]]:
     return out
 
 
-def _bad_utf8(request_class) -> bytes | None:  # type: ignore[no-untyped-def]
+def _bad_utf8(request_class) -> bytes | None:
     """A request whose first string field holds invalid UTF-8, or None if it has no string field."""
     from google.protobuf.descriptor import FieldDescriptor
 
@@ -406,7 +406,7 @@ async def test_invalid_utf8_is_invalid_argument_on_every_method(server):
 # --- failures nested too deep -------------------------------------------------------------------------
 
 
-async def poll_workflow_task(client, task_queue: TaskQueue):  # type: ignore[no-untyped-def]
+async def poll_workflow_task(client, task_queue: TaskQueue):
     poll = await client.workflow_service.poll_workflow_task_queue(
         PollWorkflowTaskQueueRequest(namespace="default", task_queue=task_queue, identity="test")
     )
@@ -578,7 +578,7 @@ CAPPED = [
 ]
 
 
-def _attributes(event):  # type: ignore[no-untyped-def]
+def _attributes(event):
     return getattr(event, event.WhichOneof("attributes"))
 
 
@@ -592,7 +592,7 @@ async def _wait_for_event(client, workflow_id: str, event_type: int, timeout: fl
         await asyncio.sleep(0.2)
 
 
-async def _respond(client, poll, *commands: Command):  # type: ignore[no-untyped-def]
+async def _respond(client, poll, *commands: Command):
     return await client.workflow_service.respond_workflow_task_completed(
         RespondWorkflowTaskCompletedRequest(
             namespace="default", task_token=poll.task_token, commands=list(commands), identity="test"

@@ -48,7 +48,7 @@ async def payloads(client: Client, value: object) -> Payloads:
     return Payloads(payloads=await client.data_converter.encode([value]))
 
 
-async def complete(client: Client, task: PollWorkflowTaskQueueResponse, answers=None, **kwargs):  # type: ignore[no-untyped-def]
+async def complete(client: Client, task: PollWorkflowTaskQueueResponse, answers=None, **kwargs):
     """Complete a workflow task (no commands), answering the queries it carried."""
     results = {
         query_id: WorkflowQueryResult(
@@ -85,7 +85,7 @@ async def task_with_query(
     raise AssertionError("the query never rode a workflow task")
 
 
-def start_query(handle, query_type: str = "state") -> asyncio.Task:  # type: ignore[no-untyped-def]
+def start_query(handle, query_type: str = "state") -> asyncio.Task:
     return asyncio.create_task(handle.query(query_type, rpc_timeout=QUERY_TIMEOUT))
 
 

@@ -70,7 +70,7 @@ async def test_worker_killed_during_an_activity(server, tmp_path):
 @pytest.fixture
 def private_production(tmp_path):
     """Production processes of their own, so killing them does not disturb other tests."""
-    with servers.postgres_database() as url, servers.production(tmp_path, url) as running:
+    with servers.postgres_database(schema=True) as url, servers.production(tmp_path, url) as running:
         yield running
 
 

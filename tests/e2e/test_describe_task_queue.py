@@ -25,7 +25,7 @@ ENHANCED = DescribeTaskQueueMode.DESCRIBE_TASK_QUEUE_MODE_ENHANCED
 CLI = Path(sys.executable).parent / "temporal"
 
 
-async def describe(client: Client, task_queue: str, **kwargs):  # type: ignore[no-untyped-def]
+async def describe(client: Client, task_queue: str, **kwargs):
     return await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(namespace="default", task_queue=TaskQueue(name=task_queue), **kwargs),
         retry=False,
@@ -42,7 +42,7 @@ async def pollers_of(client: Client, task_queue: str, queue_type: int) -> dict[s
     return {}
 
 
-def worker(client: Client, task_queue: str, identity: str, **kwargs) -> Worker:  # type: ignore[no-untyped-def]
+def worker(client: Client, task_queue: str, identity: str, **kwargs) -> Worker:
     return Worker(
         client,
         task_queue=task_queue,

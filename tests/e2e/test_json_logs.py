@@ -60,7 +60,9 @@ def parse(running: servers.Running) -> dict[str, list[dict]]:
                 pytest.fail(f"{name} log line {number} is not JSON: {line!r}")
             assert isinstance(entry, dict), line
             assert entry.keys() >= FIELDS, f"{name} log line {number} lacks {FIELDS - entry.keys()}: {line}"
-            assert entry["trace_id"] == ""  # until traces exist
+            assert (
+                entry["trace_id"] == ""
+            )  # traces are off (no OTLP endpoint); tests/e2e/test_traces.py has them on
             lines.append(entry)
         assert lines, f"{name} wrote no log line at all"
         parsed[name] = lines
@@ -97,7 +99,7 @@ async def test_dev_server_logs_json_lines_without_payloads(tmp_path):
 async def test_production_processes_log_json_lines_without_payloads(tmp_path):
     canary = f"canary-{secrets.token_hex(8)}"
     with (
-        servers.postgres_database() as url,
+        servers.postgres_database(schema=True) as url,
         servers.production(tmp_path, url, env=JSON_LOGS) as running,
     ):
         running.env["PERDURA_SECRET_KEY"] = secrets.token_urlsafe(40)

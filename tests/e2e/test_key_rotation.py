@@ -12,6 +12,7 @@ import re
 import uuid
 
 import psycopg
+import pytest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -20,6 +21,10 @@ from tests.support import servers
 
 RUNS = 50
 CLOSED = 10
+
+# Three production starts and stops around 60 workflows: 48 s alone on two cores, and over 120 s (the
+# suite's default) once beside two other xdist workers and a browser (the CI failure of 2026-12-03).
+pytestmark = pytest.mark.timeout(300)
 
 
 def _key() -> str:
@@ -36,7 +41,9 @@ async def _histories(client: Client, ids: list[str]) -> dict[str, list[bytes]]:
     found = {}
     for workflow_id in ids:
         handle = client.get_workflow_handle(workflow_id)
-        found[workflow_id] = [e.SerializeToString() async for e in handle.fetch_history_events()]
+        found[workflow_id] = [
+            e.SerializeToString(deterministic=True) async for e in handle.fetch_history_events()
+        ]
     return found
 
 
@@ -47,7 +54,7 @@ async def test_rotating_data_and_master_keys_while_workflows_run(tmp_path):
     closed_ids = [f"closed-{i}-{uuid.uuid4().hex[:6]}" for i in range(CLOSED)]
     refresh = {"PERDURA_DATAKEY_REFRESH_SECONDS": "1"}
 
-    with servers.postgres_database() as url:
+    with servers.postgres_database(schema=True) as url:
         with servers.production(
             _dir(tmp_path, "k1"), url, env={"PERDURA_MASTER_KEY": k1, **refresh}
         ) as running:
@@ -68,9 +75,10 @@ async def test_rotating_data_and_master_keys_while_workflows_run(tmp_path):
                 await asyncio.gather(*(h.signal(w.SignalWorkflow.add, "before") for h in handles))
                 closed_before = await _histories(client, closed_ids)
 
-                # The data key rotates while the runs take signals; the CLI then moves the old ciphertexts.
+                # The data key rotates while the runs take signals; the shard workers then move the old
+                # ciphertexts, the CLI following their progress (--wait).
                 rotation = asyncio.create_task(
-                    asyncio.to_thread(running.cli, "namespace", "rotate-key", "default")
+                    asyncio.to_thread(running.cli, "namespace", "rotate-key", "default", "--wait")
                 )
                 await asyncio.gather(*(h.signal(w.SignalWorkflow.add, "during") for h in handles))
                 out = await rotation

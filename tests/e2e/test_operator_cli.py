@@ -32,6 +32,11 @@ async def test_lists_describe_and_status_show_what_the_sdk_did(server):
     listed = _json_lines(server.cli("namespace", "list", "--org", org, "--json"))
     assert [n["name"] for n in listed] == [f"a.{org}", f"b.{org}"]
     assert listed[0]["retention_days"] == 3
+    assert (listed[0]["retention"], listed[0]["retention_seconds"]) == ("3d", 3 * 86400)
+    # The operator may go under a day (down to PERDURA_RETENTION_MIN_SECONDS); the listing shows it exactly.
+    assert "retention 90s" in server.cli("namespace", "update", f"b.{org}", "--retention", "90s")
+    (b,) = _json_lines(server.cli("namespace", "list", "--org", org, "--json"))[1:]
+    assert (b["retention"], b["retention_seconds"], b["retention_days"]) == ("90s", 90, 0)
     assert listed[0]["organization"] == org
     assert "default" not in {n["name"] for n in listed}  # another organisation's stay out
 
@@ -65,6 +70,9 @@ async def test_lists_describe_and_status_show_what_the_sdk_did(server):
         "transfer",
         "visibility",
         "schedule",
+        "retention",
+        "batch",
+        "reencryption",
     }
 
 

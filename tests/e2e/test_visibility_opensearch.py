@@ -49,6 +49,7 @@ def os_server(tmp_path_factory, proxy):
         "PERDURA_OPENSEARCH_REPLICAS": "0",
         # Few attempts: were an outage charged to the rows, they would be parked within the outage test.
         "PERDURA_SHARD_MAX_ATTEMPTS": "2",
+        "PERDURA_RETENTION_MIN_SECONDS": "1",
     }
     with servers.dev_server(tmp_path_factory.mktemp("dev-opensearch"), env=env) as running:
         yield running
@@ -239,3 +240,43 @@ async def test_a_run_that_cannot_be_indexed_is_parked_and_the_others_are_indexed
         done = f"{scope} AND ExecutionStatus = 'Completed'"
         assert await eventually(_ids(os_client, done), {first.id, second.id}) == {first.id, second.id}
     assert _sql(os_server, "SELECT COUNT(*) FROM engine_transfer WHERE parked_at IS NOT NULL") == [(0,)]
+
+
+async def test_retention_deletes_the_document_and_a_late_index_write_cannot_restore_it(os_server, proxy):
+    """The run's document goes first, with a tombstone one version above the run's last: OpenSearch
+    refuses the write of a processor that read the record before the deletion."""
+    from opensearchpy.exceptions import ConflictError
+
+    from tests.e2e.workflows import TimerWorkflow
+    from visibility.backends.opensearch.backend import client_from_url
+
+    name = f"ret-os-{uuid.uuid4().hex[:8]}"
+    os_server.cli("namespace", "create", name)
+    os_server.cli("namespace", "update", name, "--retention", "2s")
+    client = await Client.connect(os_server.address, namespace=name)
+    queue = f"ret-os-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, workflows=[TimerWorkflow]):
+        handle = await client.start_workflow(
+            TimerWorkflow.run, 0.01, id=f"r-{uuid.uuid4()}", task_queue=queue
+        )
+        assert await handle.result() == "woke"
+    (pk, version) = _sql(
+        os_server, "SELECT id, db_version FROM engine_execution WHERE workflow_id = ?", (handle.id,)
+    )[0]
+
+    async def count() -> int:
+        return (await client.count_workflows()).count
+
+    assert await eventually(count, 1) == 1  # indexed
+    assert await eventually(count, 0, timeout=15) == 0  # deleted 2 s after its close
+    assert _sql(os_server, "SELECT COUNT(*) FROM engine_execution WHERE id = ?", (pk,)) == [(0,)]
+    search = client_from_url(proxy.target_url)
+    index = os_server.env["PERDURA_OPENSEARCH_INDEX"]
+    with pytest.raises(ConflictError):
+        search.index(
+            index=index, id=str(pk), body={"WorkflowId": handle.id}, version=version, version_type="external"
+        )
+    # Where no tombstone is, the same write goes in: the refusal above is the tombstone's.
+    other = f"never-{uuid.uuid4().hex}"
+    search.index(index=index, id=other, body={"WorkflowId": other}, version=version, version_type="external")
+    search.delete(index=index, id=other)

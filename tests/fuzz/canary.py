@@ -29,7 +29,7 @@ class CanaryWorkflow:
         return fired
 
 
-async def timer_lateness(handle) -> list[float]:  # type: ignore[no-untyped-def]
+async def timer_lateness(handle) -> list[float]:
     """Seconds each 1-second timer of the run fired late, in order."""
     from temporalio.api.enums.v1 import EventType
 

@@ -31,13 +31,13 @@ def fuzz_server(tmp_path_factory: pytest.TempPathFactory):
     kind = os.environ.get("PERDURA_FUZZ_SERVER", "dev")
     tmp = tmp_path_factory.mktemp(f"fuzz-{kind}")
     if kind == "production":
-        with servers.postgres_database() as url, servers.production(tmp, url) as running:
+        with servers.postgres_database(schema=True) as url, servers.production(tmp, url) as running:
             yield running
     else:
         with servers.dev_server(tmp) as running:
             yield running
 
 
-def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+def pytest_terminal_summary(terminalreporter) -> None:
     for line in summary.LINES:
         terminalreporter.write_line(line)

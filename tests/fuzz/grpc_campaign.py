@@ -482,7 +482,7 @@ class Campaign:
         def check(request: object) -> str:
             if self.target.stalled:
                 return ""
-            _, answer, key = self.target.call(method, request)  # type: ignore[arg-type]
+            _, answer, key = self.target.call(method, request)  # type: ignore[arg-type]  # hypothesis draws the method's request message
             self.harvest(answer)
             return key
 

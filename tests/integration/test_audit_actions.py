@@ -231,6 +231,13 @@ def apikey_rotate(w: World, api: Client) -> list[Expected]:
     ]
 
 
+def apikey_rate_limits(w: World, api: Client) -> list[Expected]:
+    key = w.key().made
+    ok(api.patch(f"/api/v1/api-keys/{key['id']}/", {"rate_limits": {"actions": 7}}))
+    details = {"name": key["name"], "rate_limits": {"actions": 7.0}}
+    return [Expected("apikey.rate_limits", f"apikey/{key['prefix']}", details=details)]
+
+
 def apikey_downgrade(w: World, api: Client) -> list[Expected]:
     """Lowering a member's namespace role downgrades (or, taken away, revokes) the keys they made, in the
     same change, each with its own entry after the grant's."""
@@ -252,6 +259,28 @@ def apikey_downgrade(w: World, api: Client) -> list[Expected]:
         ),
         Expected("namespace.grant", grant, ns["name"], {"role": None}),
         Expected("apikey.revoke", target, details={"name": "worker"}),
+    ]
+
+
+def subject_erase(w: World, api: Client) -> list[Expected]:
+    ns = w.namespace(w.owner)
+    erasing = api if api is w.owner else w.key("admin", [ns["id"]])  # an admin key of this namespace
+    subject = f"s-{uuid.uuid4().hex[:6]}"
+    done = ok(erasing.post(f"/api/v1/namespaces/{ns['id']}/erase/", {"subject": subject}))
+    assert done == {"subject": subject, "destroyed_keys": [], "terminated_runs": []}
+    # A reader may not erase.
+    reader = w.key("reader", [ns["id"]])
+    path = f"/api/v1/namespaces/{ns['id']}/erase/"
+    assert reader.post(path, {"subject": subject}).status_code == 403
+    return [
+        Expected(
+            "subject.erase",
+            f"subject/{subject}",
+            ns["name"],
+            {"destroyed_keys": [], "terminated_runs": []},
+            by=erasing,
+        ),
+        Expected("POST SubjectEraseView", path, ns["name"], outcome="denied", code="403", by=reader),
     ]
 
 
@@ -310,7 +339,9 @@ CASES: dict[Callable[[World, Client], list[Expected]], tuple[str, ...]] = {
     apikey_create: (PERSON,),
     apikey_revoke: (PERSON,),
     apikey_rotate: (PERSON,),
+    apikey_rate_limits: (PERSON,),
     apikey_downgrade: (PERSON, KEY),
+    subject_erase: (PERSON, KEY),
     refused_organization_update: (PERSON,),
     refused_namespace_update: (PERSON,),
     refused_apikey_create: (KEY,),
@@ -338,6 +369,8 @@ REST_WRITES = {
     ("ApiKeyListView", "POST"): "apikey_create",
     ("ApiKeyRevokeView", "POST"): "apikey_revoke",
     ("ApiKeyRotateView", "POST"): "apikey_rotate",
+    ("ApiKeyView", "PATCH"): "apikey_rate_limits",
+    ("SubjectEraseView", "POST"): "subject_erase",
 }
 """Each write of the REST API (view, method) and the case or test that checks its entry."""
 NOT_AUDITED_REST_WRITES = {
@@ -368,7 +401,9 @@ COVERED_ACTIONS = {
     "apikey.create",
     "apikey.revoke",
     "apikey.rotate",
+    "apikey.rate_limits",
     "apikey.downgrade",
+    "subject.erase",
 }
 """The recorded actions (`record_change`) whose successful entry this file checks through the REST API."""
 

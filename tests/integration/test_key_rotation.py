@@ -10,14 +10,16 @@ import uuid
 
 import pytest
 from cryptography.exceptions import InvalidTag
-from perdura import masterkey
+from django.conf import settings
+from perdura import clock, masterkey
 from temporalio.api.common.v1 import Memo, Payload, Payloads, WorkflowType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
 from engine.models import Execution, HistoryBatch, Reencryption
-from engine.persistence import encryption, reencrypt, store
+from engine.persistence import encryption, leases, reencrypt, store
 from engine.services import workflows
+from engine.shards import parking, reencryption, timers
 from tenants import datakeys
 from tenants.models import DataKey, Namespace
 from tenants.services.namespaces import namespace_register
@@ -54,7 +56,10 @@ def start(namespace: Namespace, secret: str) -> Execution:
 
 
 def history(execution: Execution) -> list[bytes]:
-    return [e.SerializeToString() for e in store.history_events(Execution.objects.get(pk=execution.pk))]
+    return [
+        e.SerializeToString(deterministic=True)
+        for e in store.history_events(Execution.objects.get(pk=execution.pk))
+    ]
 
 
 def versions(execution: Execution) -> set[int | None]:
@@ -86,20 +91,79 @@ def test_a_new_version_seals_new_writes_and_reencryption_moves_the_old_ones(name
     job = reencrypt.start(namespace.id)
     assert job.target_version == 2
     assert job.runs_total == 4
+    # Queued, not run: due once every process seals with version 2 (the refresh time and a margin).
+    assert job.shard == reencrypt.shard_of(namespace.id)
+    assert job.next_wakeup_at >= datakeys.current_key(namespace.id).created_at + reencrypt.start_delay()
+    assert timers.process_shard(job.shard, "test") == 0
+    assert Reencryption.objects.get(pk=job.pk).runs_done == 0
+    Reencryption.objects.filter(pk=job.pk).update(next_wakeup_at=clock.now())
     reencrypt.step(job, batch=1)  # then "crash": the job resumes from its cursor
     assert Reencryption.objects.get(pk=job.pk).runs_done == 1
     resumed = reencrypt.start(namespace.id)
     assert resumed.pk == job.pk
-    result = reencrypt.run(resumed)
-    assert result.finished
-    assert result.runs_done == 4
+    assert timers.process_shard(job.shard, "test")  # the shard's pass moves the rest
+    result = Reencryption.objects.get(pk=job.pk)
+    assert result.finished_at is not None
+    assert result.next_wakeup_at is None
+    assert (result.runs_done, result.runs_total) == (4, 4)
     assert result.rewritten >= 3 * 3  # each old run: its state, its history batches, its memo
     assert reencrypt.stale_count(namespace.id) == 0
     assert all(versions(e) == {2} for e in old)
     assert all(history(e) == before[e.pk] for e in old)
     # Run again, it finds nothing to move.
-    again = reencrypt.run(reencrypt.start(namespace.id))
+    again = reencrypt.start(namespace.id)
+    assert again.pk != job.pk
+    Reencryption.objects.filter(pk=again.pk).update(next_wakeup_at=clock.now())
+    timers.process_shard(again.shard, "test")
+    again.refresh_from_db()
+    assert again.finished_at is not None
     assert again.rewritten == 0
+
+
+def test_a_job_is_moved_only_by_the_shard_lease_holder_and_never_counted_twice(namespace):
+    for i in range(3):
+        start(namespace, f"old-{i}")
+    datakeys.datakey_create(namespace=namespace)
+    job = reencrypt.start(namespace.id)
+    Reencryption.objects.filter(pk=job.pk).update(next_wakeup_at=clock.now())
+    ours = leases.acquire(job.shard, "worker-a")
+    assert ours is not None
+    # Another worker finds the shard leased: it moves nothing.
+    assert timers.process_shard(job.shard, "worker-b") is None
+    # A worker whose lease has moved on writes nothing (its batch rolls back with the fence check).
+    with pytest.raises(leases.LeaseLost):
+        reencryption.step(job.pk, job.shard, ours - 1)
+    assert Reencryption.objects.get(pk=job.pk).runs_done == 0
+    assert reencryption.step(job.pk, job.shard, ours)
+    leases.release(job.shard, ours)
+    assert timers.process_shard(job.shard, "worker-b")
+    job.refresh_from_db()
+    assert (job.runs_done, job.runs_total, job.finished_at is not None) == (3, 3, True)
+
+
+def test_a_job_whose_batches_keep_failing_is_parked_and_can_be_retried(namespace, monkeypatch):
+    start(namespace, "old")
+    datakeys.datakey_create(namespace=namespace)
+    job = reencrypt.start(namespace.id)
+    Reencryption.objects.filter(pk=job.pk).update(next_wakeup_at=clock.now())
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("cannot open the ciphertext")
+
+    monkeypatch.setattr(reencrypt, "_runs_rows", broken)
+    for _ in range(settings.PERDURA_SHARD_MAX_ATTEMPTS):
+        Reencryption.objects.filter(pk=job.pk, parked_at__isnull=True).update(next_wakeup_at=clock.now())
+        timers.process_shard(job.shard, "test")
+    job.refresh_from_db()
+    assert job.parked_at is not None
+    assert "cannot open the ciphertext" in job.last_error
+    assert [r.id for r in parking.parked_list(namespace=namespace.name)] == [f"reencryption:{job.pk}"]
+    monkeypatch.undo()
+    assert reencrypt.retry(job.pk)
+    timers.process_shard(job.shard, "test")
+    job.refresh_from_db()
+    assert (job.finished_at is not None, job.runs_done, job.failures) == (True, 1, 0)
+    assert reencrypt.stale_count(namespace.id) == 0
 
 
 def test_a_run_written_during_reencryption_keeps_the_writers_state(namespace):

@@ -147,10 +147,13 @@ async def test_a_flood_on_a_drained_bucket_asks_redis_about_once_per_token(setti
                     admitted += 1
                 await asyncio.sleep(0.001)
 
+        began = loop.time()
         await asyncio.gather(*(caller() for _ in range(32)))
+        elapsed = loop.time() - began  # a second, and more on a loaded machine (the last calls run late)
     finally:
         await limiter.close()
-    # 40 of burst and about 20 refills in the second; each refill asked for once (plus the refusals that
+    # 40 of burst and about 20 refills a second; each refill asked for once (plus the refusals that
     # marked the bucket empty), never once per waiting caller (32 of them, every millisecond).
-    assert 40 <= admitted <= 40 + 25, admitted
-    assert limiter.asked <= 40 + 2 * 25 + 32, (limiter.asked, admitted)
+    refills = 20 * elapsed + 5
+    assert 40 <= admitted <= 40 + refills, (admitted, elapsed)
+    assert limiter.asked <= 40 + 2 * refills + 32, (limiter.asked, admitted, elapsed)

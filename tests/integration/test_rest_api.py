@@ -14,6 +14,7 @@ from django.core import mail
 from django.core.cache import caches
 from django.test import Client, TestCase
 from django.urls import URLPattern, URLResolver, get_resolver
+from prometheus_client import REGISTRY
 
 from tenants import auth
 from tenants.models import ApiKey, AuditEvent, DataKey, Namespace
@@ -124,6 +125,7 @@ def test_signup_two_namespaces_a_key_for_each():
     assert a["name"] == f"alpha.{org}"
     assert b["name"] == f"beta.{org}"
     assert (a["retention_days"], a["state"], a["your_role"]) == (3, "registered", "admin")
+    assert a["retention_seconds"] == 3 * 86400
     assert DataKey.objects.filter(namespace_id=a["id"]).count() == 1
 
     keys = {}
@@ -479,6 +481,7 @@ def test_idor_other_tenants_ids_are_not_found():
         ("PUT", f"/api/v1/namespaces/{n}/access/{m}/", {"role": "admin"}),
         ("DELETE", f"/api/v1/namespaces/{n}/access/{m}/", None),
         ("GET", f"/api/v1/api-keys/{k}/", None),
+        ("PATCH", f"/api/v1/api-keys/{k}/", {"rate_limits": {"actions": 10_000}}),
         ("POST", f"/api/v1/api-keys/{k}/revoke/", {}),
         ("POST", f"/api/v1/api-keys/{k}/rotate/", {}),
         ("GET", f"/api/v1/members/{m}/", None),
@@ -503,6 +506,7 @@ def test_idor_other_tenants_ids_are_not_found():
     # Nothing changed on the victim's side.
     assert victim.get(f"/api/v1/namespaces/{n}/").json()["description"] == ""
     assert ApiKey.objects.get(pk=k).revoked_at is None
+    assert ApiKey.objects.get(pk=k).rate_limits == {}
     assert victim.get(f"/api/v1/invitations/{i}/").json()["revoked_at"] is None
     assert victim.get("/api/v1/organization/").json()["slug"] == victim_org != attacker_org
 
@@ -572,8 +576,15 @@ def test_each_organisation_has_a_rest_request_limit(settings, store):
         owner.get("/api/v1/namespaces/") for _ in range(2)
     ]
     assert [r.status_code for r in answers] == [200, 200, 200, 200]
+    counted = (
+        REGISTRY.get_sample_value("perdura_rest_rate_limit_refusals_total", {"organization": org}) or 0.0
+    )
     refused = owner.get("/api/v1/namespaces/")
     assert refused.status_code == 429
+    assert (
+        REGISTRY.get_sample_value("perdura_rest_rate_limit_refusals_total", {"organization": org})
+        == counted + 1
+    )
     assert refused["Retry-After"] == "1"
     assert f"organisation {org!r} allows 2 REST API requests per second" in refused.json()["detail"]
     assert key.get(f"/api/v1/namespaces/{ns['id']}/").status_code == 429
@@ -617,7 +628,8 @@ def test_no_secret_in_any_answer_or_log(caplog):
     user_hashes = [m.user.password for m in keys[0].organization.memberships.select_related("user")]
     data_keys = [bytes(d.wrapped_key).hex() for d in DataKey.objects.filter(namespace_id=ns["id"])]
     secrets = [created["key"], rotated["key"], PASSWORD, *user_hashes, *(k.secret_hash for k in keys)]
-    secrets += data_keys + [s.split("_")[-1] for s in (created["key"], rotated["key"])]
+    # A key's secret is all after `pdk_<prefix>_` (it may hold underscores itself).
+    secrets += data_keys + [s.split("_", 2)[2] for s in (created["key"], rotated["key"])]
     logs = caplog.text
     for secret in secrets:
         assert secret

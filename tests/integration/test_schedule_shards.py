@@ -48,7 +48,7 @@ def due_schedule() -> ScheduleRow:
     )
     row = ScheduleRow.objects.get(namespace=namespace)
     # Pretend the last look was an hour and a bit ago: one action is due now.
-    record = schedules._open(row)
+    record = schedules.open_record(row)
     record.last_processed = clock.now() - timedelta(seconds=3601)
     schedules._seal(row, record)
     row.next_wakeup_at = clock.now() - timedelta(seconds=1)

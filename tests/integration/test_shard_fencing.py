@@ -20,7 +20,8 @@ from temporalio.api.workflowservice.v1 import (
 )
 
 from engine import tokens
-from engine.models import Execution, ShardLease, Timer
+from engine.history.mutation import TimerKind
+from engine.models import Execution, ShardLease, Timer, Transfer
 from engine.persistence import leases, store
 from engine.services import workflow_tasks, workflows
 from engine.shards import timers
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def run_with_due_timer() -> Execution:
-    """A run whose workflow started a 1 ms timer (through the same services the gRPC API calls)."""
+    """A run whose workflow started a 1 ms timer (through the same services the gRPC API calls), now due."""
     namespace = namespace_register(name=f"ns-{uuid.uuid4().hex[:8]}")
     queue = f"tq-{uuid.uuid4()}"
     request = StartWorkflowExecutionRequest(
@@ -58,6 +59,11 @@ def run_with_due_timer() -> Execution:
     )
     workflow_tasks.workflow_task_complete(
         namespace=namespace, token=token, request=RespondWorkflowTaskCompletedRequest(commands=[command])
+    )
+    # The row fires no sooner than a second after the timer started (Temporal's timer queue shift):
+    # bring it forward rather than wait.
+    Timer.objects.filter(execution_id=started.execution.pk, kind=TimerKind.USER_TIMER).update(
+        fire_at=clock.now() - timedelta(milliseconds=1)
     )
     return Execution.objects.get(pk=started.execution.pk)
 
@@ -118,15 +124,16 @@ def test_a_timer_coming_due_during_a_pass_fires_before_the_lease_goes(monkeypatc
     execution = run_with_due_timer()
     row = Timer.objects.get(execution=execution)
     Timer.objects.filter(pk=row.pk).update(fire_at=clock.now() + timedelta(hours=1))
-    real = timers.schedules.process_due
-    came_due = []
+    # The pass has a transfer to process, and the timer comes due while it does.
+    Transfer.objects.create(
+        shard=execution.shard, execution=execution, kind=999, event_id=1, details=b"", created_at=clock.now()
+    )
 
-    def schedules_slice(shard, range_id, *, budget):  # type: ignore[no-untyped-def]
-        if not came_due:  # the timer comes due while the pass runs its schedule slice
-            Timer.objects.filter(pk=row.pk).update(fire_at=clock.now())
-            came_due.append(True)
-        return real(shard, range_id, budget=budget)
+    def transfer_slice(shard, range_id, *, budget):
+        Transfer.objects.filter(execution=execution, kind=999).delete()
+        Timer.objects.filter(pk=row.pk).update(fire_at=clock.now())
+        return 1
 
-    monkeypatch.setattr(timers.schedules, "process_due", schedules_slice)
-    assert timers.process_shard(execution.shard, "holder") == 1
+    monkeypatch.setattr(timers, "_SLICED", (timers._Queue("transfers", transfer_slice), *timers._SLICED[1:]))
+    assert timers.process_shard(execution.shard, "holder") == 2
     assert fired_events(execution) == 1

@@ -57,7 +57,7 @@ def corrupt(execution: Execution) -> bytes:
     return original
 
 
-def make_due(model, pk: int, field: str) -> None:  # type: ignore[no-untyped-def]
+def make_due(model, pk: int, field: str) -> None:
     """Skip the backoff wait: the row's next attempt is now."""
     model.objects.filter(pk=pk).update(**{field: clock.now() - timedelta(milliseconds=1)})
 
@@ -88,7 +88,15 @@ def test_a_failing_timer_backs_off_is_parked_and_the_timers_behind_it_fire():
         poison.refresh_from_db()
         assert poison.failures == attempt
     assert poison.parked_at is not None
-    assert parking.parked_counts() == {"timer": 1, "transfer": 0, "visibility": 0, "schedule": 0}
+    assert parking.parked_counts() == {
+        "timer": 1,
+        "transfer": 0,
+        "visibility": 0,
+        "schedule": 0,
+        "retention": 0,
+        "batch": 0,
+        "reencryption": 0,
+    }
     (row,) = parking.parked_list(namespace=bad.namespace.name)
     assert (row.id, row.queue, row.kind, row.attempts) == (f"timer:{poison.pk}", "timer", "USER_TIMER", 3)
     assert (row.workflow_id, row.run_id, row.shard) == (bad.workflow_id, bad.run_id, good.shard)

@@ -54,7 +54,7 @@ _versions = itertools.count(1)
 class Harness:
     """A backend plus a way to load records into it."""
 
-    def __init__(self, name: str, backend: base.VisibilityBackend, conn=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, name: str, backend: base.VisibilityBackend, conn=None) -> None:
         self.name = name
         self.backend = backend
         self.conn = conn
@@ -92,7 +92,7 @@ class Harness:
 
 
 @pytest.fixture(scope="module")
-def opensearch(django_db_blocker) -> Iterator[OpenSearchBackend]:  # type: ignore[no-untyped-def]
+def opensearch(django_db_blocker) -> Iterator[OpenSearchBackend]:
     with support.opensearch_url() as url:
         name = support.index_name()
         backend = OpenSearchBackend(client_from_url(url), name, replicas=0)
@@ -102,13 +102,13 @@ def opensearch(django_db_blocker) -> Iterator[OpenSearchBackend]:  # type: ignor
 
 
 @pytest.fixture(scope="module")
-def sqlite_conn(django_db_blocker):  # type: ignore[no-untyped-def]
+def sqlite_conn(django_db_blocker):
     with django_db_blocker.unblock():
         yield from _sqlite()
 
 
 @pytest.fixture(params=["sqlite", "postgres", "opensearch"])
-def harness(request) -> Harness:  # type: ignore[no-untyped-def]
+def harness(request) -> Harness:
     if request.param == "opensearch":
         return Harness("opensearch", request.getfixturevalue("opensearch"))
     conn = request.getfixturevalue("sqlite_conn") if request.param == "sqlite" else connection
@@ -184,7 +184,7 @@ QUERIES = [
 ]
 
 
-def test_filters_select_what_the_evaluator_selects(harness) -> None:  # type: ignore[no-untyped-def]
+def test_filters_select_what_the_evaluator_selects(harness) -> None:
     """Every operator and type, listed in pages and counted, gives the in-memory evaluator's answer."""
     ns = uuid.uuid4()
     rows = _dataset(ns)
@@ -199,7 +199,7 @@ def test_filters_select_what_the_evaluator_selects(harness) -> None:  # type: ig
             assert harness.backend.count(ns, _q(text, count=True))[0] == len(expected), (harness.name, text)
 
 
-def test_default_order_pages_and_group_by(harness) -> None:  # type: ignore[no-untyped-def]
+def test_default_order_pages_and_group_by(harness) -> None:
     """Open runs first, then newest close, start and row id; count groups by status, largest first."""
     ns = uuid.uuid4()
     rows = _dataset(ns)
@@ -227,7 +227,7 @@ def test_default_order_pages_and_group_by(harness) -> None:  # type: ignore[no-u
         assert (total, groups) == (6, [(2, 4), (1, 2)])
 
 
-def test_pages_stay_stable_while_runs_start_and_close(harness) -> None:  # type: ignore[no-untyped-def]
+def test_pages_stay_stable_while_runs_start_and_close(harness) -> None:
     """Runs that start or close between pages neither repeat a run already listed nor skip one that stayed."""
     ns = uuid.uuid4()
     closed = [
@@ -249,7 +249,7 @@ def test_pages_stay_stable_while_runs_start_and_close(harness) -> None:  # type:
         assert set(seen) >= {r.execution_id for r in closed + running[1:]}
 
 
-def test_scan_returns_every_match_once(harness) -> None:  # type: ignore[no-untyped-def]
+def test_scan_returns_every_match_once(harness) -> None:
     ns = uuid.uuid4()
     rows = _dataset(ns)
     with harness.session():
@@ -261,7 +261,7 @@ def test_scan_returns_every_match_once(harness) -> None:  # type: ignore[no-unty
         assert len(scanned) == len(set(scanned))
 
 
-def test_order_by_sorts_missing_values_last(harness) -> None:  # type: ignore[no-untyped-def]
+def test_order_by_sorts_missing_values_last(harness) -> None:
     ns = uuid.uuid4()
     rows = _dataset(ns)
     with harness.session():
@@ -284,7 +284,7 @@ def test_order_by_sorts_missing_values_last(harness) -> None:  # type: ignore[no
             assert harness.all_pages(ns, query, 4) == [r.execution_id for r in present + absent], text
 
 
-def test_namespaces_are_apart(harness) -> None:  # type: ignore[no-untyped-def]
+def test_namespaces_are_apart(harness) -> None:
     """The same runs in two namespaces: each sees only its own, whatever the filter."""
     mine, theirs = uuid.uuid4(), uuid.uuid4()
     with harness.session():
@@ -294,7 +294,7 @@ def test_namespaces_are_apart(harness) -> None:  # type: ignore[no-untyped-def]
         assert len(harness.all_pages(mine, _q("Kw = 'a' OR Kw != 'a' OR Kw IS NULL"), 7)) == 12
 
 
-def test_bad_page_tokens_and_queries(harness, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_bad_page_tokens_and_queries(harness, monkeypatch) -> None:
     """A token the backend did not make is InvalidArgument (QueryError); so are bad filters, before any backend."""
     monkeypatch.setattr(backends, "_loaded", harness.backend)
     ns = uuid.uuid4()
@@ -319,7 +319,7 @@ def test_bad_page_tokens_and_queries(harness, monkeypatch) -> None:  # type: ign
         assert page == []
 
 
-def test_listing_returns_the_whole_record(harness) -> None:  # type: ignore[no-untyped-def]
+def test_listing_returns_the_whole_record(harness) -> None:
     """What a listing returns is the record as written: memo, attribute map, times, parent."""
     ns = uuid.uuid4()
     row = replace(
@@ -365,7 +365,7 @@ def test_external_versions_keep_the_newest(opensearch) -> None:
     text=filters,
     page_size=st.integers(1, 4),
 )
-def test_sql_opensearch_and_memory_agree(opensearch, sqlite_conn, mine, theirs, text, page_size) -> None:  # type: ignore[no-untyped-def]
+def test_sql_opensearch_and_memory_agree(opensearch, sqlite_conn, mine, theirs, text, page_size) -> None:
     """Random filters over random runs: SQL, OpenSearch and the in-memory evaluator give the same runs."""
     ns, other = uuid.uuid4(), uuid.uuid4()
     query = _q(text)

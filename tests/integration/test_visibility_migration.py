@@ -39,7 +39,7 @@ class Database:
         self.url = url
         self.vendor = vendor
 
-    def _connect(self):  # type: ignore[no-untyped-def]
+    def _connect(self):
         if self.vendor == "sqlite":
             return sqlite3.connect(self.url.removeprefix("sqlite:///"))
         return psycopg.connect(self.url)
@@ -59,7 +59,7 @@ class Database:
 
 
 @pytest.fixture(params=["postgres", "sqlite"])
-def database(request, tmp_path) -> Iterator[Database]:  # type: ignore[no-untyped-def]
+def database(request, tmp_path) -> Iterator[Database]:
     if request.param == "sqlite":
         yield Database(f"sqlite:///{tmp_path / 'perdura.sqlite3'}", "sqlite")
         return
@@ -125,7 +125,7 @@ def test_slots_are_assigned_and_filled_from_the_json_documents(database, tmp_pat
 
     _manage(database, tmp_path, "migrate", "visibility")
 
-    slots = dict(database.run("SELECT name, slot FROM visibility_customsearchattribute ORDER BY id"))  # type: ignore[arg-type]
+    slots = dict(database.run("SELECT name, slot FROM visibility_customsearchattribute ORDER BY id"))
     assert slots == {
         "K1": "keyword01",
         "I1": "int01",

@@ -40,7 +40,7 @@ KEYWORD, INT, DOUBLE, BOOL, DATETIME, TEXT, LIST = (
 
 
 @pytest.fixture(autouse=True)
-def _rolled_back(db) -> Iterator[None]:  # type: ignore[no-untyped-def]
+def _rolled_back(db) -> Iterator[None]:
     """Each test in a savepoint rolled back at its end: the records' runs do not exist."""
     with _isolated(connection):
         yield
@@ -107,7 +107,7 @@ def test_the_limits_fill_every_slot(namespace) -> None:
     attributes = {f"{t.name}{i}": t for t, names in slots.SLOTS.items() for i in range(len(names))}
     services.search_attributes_add(namespace=namespace, attributes=attributes)
     assigned = _slots(namespace)
-    assert sorted(assigned.values()) == sorted(slots.COLUMNS)  # type: ignore[type-var]
+    assert sorted(assigned.values()) == sorted(slots.COLUMNS)  # type: ignore[type-var]  # slots are str | None in general; every one is set here
 
 
 def test_without_a_free_slot_an_attribute_works_through_the_json_document(namespace, monkeypatch) -> None:
@@ -199,5 +199,5 @@ def test_filters_read_the_slot_column() -> None:
     # Only names of the fixed list ever reach the SQL, whatever an AST carries.
     forged = resolve(parse("A = 'x'"), custom, count=False)
     assert forged.where is not None
-    forged = replace(forged, where=replace(forged.where, attr=replace(forged.where.attr, slot="custom; --")))  # type: ignore[arg-type]
+    forged = replace(forged, where=replace(forged.where, attr=replace(forged.where.attr, slot="custom; --")))  # type: ignore[arg-type]  # a forged slot name is what this test sends
     assert "custom; --" not in sql_compiler.compile_filter(ns, forged).where

@@ -181,15 +181,15 @@ def _to_record(namespace: uuid.UUID, values: dict[str, object]) -> Record:
         run_id=uuid.uuid4().hex,
         workflow_type=str(values["WorkflowType"]),
         task_queue="q",
-        status=int(values["ExecutionStatus"]),  # type: ignore[call-overload]
-        start_time=int(values["StartTime"]),  # type: ignore[call-overload]
-        execution_time=int(values["StartTime"]),  # type: ignore[call-overload]
-        close_time=close,  # type: ignore[arg-type]
+        status=int(values["ExecutionStatus"]),  # type: ignore[call-overload]  # the row's values are objects; these columns hold ints
+        start_time=int(values["StartTime"]),  # type: ignore[call-overload]  # as status
+        execution_time=int(values["StartTime"]),  # type: ignore[call-overload]  # as status
+        close_time=close,  # type: ignore[arg-type]  # an int or None, as the generated row has it
         execution_duration=None,
-        history_length=int(values["HistoryLength"]),  # type: ignore[call-overload]
+        history_length=int(values["HistoryLength"]),  # type: ignore[call-overload]  # as status
         history_size_bytes=0,
         state_transition_count=0,
-        parent_workflow_id=values["ParentWorkflowId"],  # type: ignore[arg-type]
+        parent_workflow_id=values["ParentWorkflowId"],  # type: ignore[arg-type]  # a str or None, as the generated row has it
         parent_run_id=None,
         root_workflow_id="r",
         root_run_id="r",
@@ -200,7 +200,7 @@ def _to_record(namespace: uuid.UUID, values: dict[str, object]) -> Record:
     )
 
 
-def register(conn, namespace: uuid.UUID, slots: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+def register(conn, namespace: uuid.UUID, slots: dict[str, str]) -> None:
     """Register CUSTOM in `namespace` with these slots (rows the writers' slot check reads)."""
     ns = namespace if conn.features.has_native_uuid_field else namespace.hex
     with conn.cursor() as cursor:
@@ -223,7 +223,7 @@ def _memory_view(record: Record) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def sqlite(django_db_blocker) -> Iterator[SqliteWrapper]:  # type: ignore[no-untyped-def]
+def sqlite(django_db_blocker) -> Iterator[SqliteWrapper]:
     """A private in-memory SQLite database holding only the visibility table."""
     with django_db_blocker.unblock():
         yield from _sqlite()
@@ -258,7 +258,7 @@ def _sqlite() -> Iterator[SqliteWrapper]:
     wrapper.close()
 
 
-def _load(conn, rows: list[Record]) -> None:  # type: ignore[no-untyped-def]
+def _load(conn, rows: list[Record]) -> None:
     with conn.cursor() as cursor:
         cursor.execute(f"DELETE FROM {sql_records.TABLE}")
     register(conn, NAMESPACE, SLOTS)
@@ -267,7 +267,7 @@ def _load(conn, rows: list[Record]) -> None:  # type: ignore[no-untyped-def]
         sql_records.record_upsert_txn(row, conn, slots=slots_of(row.namespace_id))
 
 
-def _all_pages(conn, query: ast.Query, page_size: int) -> list[int]:  # type: ignore[no-untyped-def]
+def _all_pages(conn, query: ast.Query, page_size: int) -> list[int]:
     ids: list[int] = []
     token = b""
     while True:
@@ -286,7 +286,7 @@ def _all_pages(conn, query: ast.Query, page_size: int) -> list[int]:  # type: ig
     text=filters,
     page_size=st.integers(1, 5),
 )
-def test_sql_matches_memory(sqlite, mine, theirs, text, page_size) -> None:  # type: ignore[no-untyped-def]
+def test_sql_matches_memory(sqlite, mine, theirs, text, page_size) -> None:
     """SQL on Postgres and SQLite selects exactly what the in-memory evaluation selects.
 
     Each filter is compiled twice over the same records: on the slot columns and on the JSON document
@@ -312,7 +312,7 @@ def test_sql_matches_memory(sqlite, mine, theirs, text, page_size) -> None:  # t
                 assert count == len(expected), (conn.vendor, how, text)
 
 
-def test_default_order_and_group_by(sqlite) -> None:  # type: ignore[no-untyped-def]
+def test_default_order_and_group_by(sqlite) -> None:
     """Open runs first, then by close time and start time, newest first; counts group by status."""
     rows = [
         _to_record(NAMESPACE, {**_blank(), "ExecutionStatus": 2, "StartTime": BASE, "CloseTime": BASE + 5}),
@@ -331,7 +331,7 @@ def test_default_order_and_group_by(sqlite) -> None:  # type: ignore[no-untyped-
             assert sql_backend.count_records(NAMESPACE, query, conn) == (4, [(1, 2), (2, 2)])
 
 
-def test_injection_is_a_literal(sqlite) -> None:  # type: ignore[no-untyped-def]
+def test_injection_is_a_literal(sqlite) -> None:
     """Quotes and SQL in a string literal are data: they match nothing and break nothing."""
     rows = [_to_record(NAMESPACE, _blank())]
     hostile = "x' OR 1=1 --"
@@ -359,7 +359,7 @@ def _blank() -> dict[str, object]:
 
 
 @contextlib.contextmanager
-def _isolated(conn) -> Iterator[None]:  # type: ignore[no-untyped-def]
+def _isolated(conn) -> Iterator[None]:
     """Postgres rows written inside a savepoint rolled back at the end (their runs do not exist)."""
     if conn is not connection:
         yield

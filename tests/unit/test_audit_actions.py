@@ -23,15 +23,31 @@ RETENTION_ACTIONS = {"audit.prune"}
 """Checked by tests/integration/test_audit_retention.py (and the CLI's prune, end to end)."""
 
 KEY_ROTATION_ACTIONS = {"namespace.rotate_key", "masterkey.rotate"}
-"""Checked by tests/e2e/test_key_rotation.py (the operator CLI's entries: actor, target, details)."""
+"""Checked by tests/e2e/test_key_rotation.py (the operator CLI's entries: actor, target, details) and
+tests/integration/test_console_compliance.py (a namespace admin's rotation in the console)."""
 
 EXPORT_ACTIONS = {"export.run"}
 """Checked by tests/integration/test_run_export_rest.py (a person's REST export: actor, target, via,
 outcome, the chain head) and tests/e2e/test_run_export.py (a key's export, listed in the run's next one)."""
 
-CONSOLE_ACTIONS = {"PatchSchedule"}
+ERASURE_ACTIONS = {"subject.erase"}
+"""Checked by tests/integration/test_erasure.py (the operator's entry: actor, target, destroyed keys,
+terminated runs), tests/e2e/test_erasure.py (the CLI's and a namespace admin's REST erasure) and
+tests/integration/test_console_compliance.py (a namespace admin's, in the console)."""
+
+CONSOLE_ACTIONS = {
+    "PatchSchedule",
+    "CreateSchedule",
+    "UpdateSchedule",
+    "DeleteSchedule",
+    "AddSearchAttributes",
+    "RemoveSearchAttributes",
+}
 """Recorded by the console's schedule actions (frontend/views/schedules.py) with the person, under the gRPC
-method's name; checked by tests/integration/test_console_schedules_export.py (allowed, refused, invalid)."""
+method's name; checked by tests/integration/test_console_schedules_export.py (allowed, refused, invalid);
+by its schedule forms (frontend/views/schedule_forms.py), checked by tests/browser/test_console_schedule_forms.py
+and tests/integration/test_console_schedule_forms.py (ok, failed, denied); and by the namespace settings page (frontend/tenant_views/settings.py), checked by
+tests/integration/test_console_tenants.py (added, refused over the type's limit, removed)."""
 
 DYNAMIC_ACTIONS = {
     # record_change passes its own argument on to record
@@ -43,6 +59,9 @@ DYNAMIC_ACTIONS = {
     # a console action's gRPC method name: tests/unit/test_console_actions.py checks each is an audited
     # CALL row; tests/browser/test_console_actions.py checks the entries
     "frontend/views/actions.py": ["method"],
+    # StartBatchOperation / StopBatchOperation, audited CALL rows of the method table;
+    # tests/integration/test_console_batches.py checks the console's entries
+    "frontend/views/batches.py": ["method"],
 }
 """The only places that record an action whose name is not a literal, and what covers them."""
 
@@ -124,6 +143,7 @@ def test_every_recorded_action_of_the_code_is_checked():
         | RETENTION_ACTIONS
         | EXPORT_ACTIONS
         | KEY_ROTATION_ACTIONS
+        | ERASURE_ACTIONS
         | CONSOLE_ACTIONS
     )
     missing = sorted(literal - covered)

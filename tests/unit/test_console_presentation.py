@@ -106,3 +106,25 @@ def test_filter_error_points_at_the_parsers_position():
     except QueryError as e:
         problem = _problem(end, e)
     assert (problem.before, problem.at) == (end, " ")
+
+
+def test_an_erased_payload_shows_as_erased():
+    """A payload whose data subject was erased (the server's marker) reads "erased" in the summary, the
+    payload list and the raw JSON, never as base64 of nothing."""
+    marker = Payload(metadata={"encoding": b"binary/x-perdura-erased", "perdura-subject-key": b"k"})
+    assert payloads.decode(marker) == payloads.Decoded(
+        encoding="binary/x-perdura-erased", kind="erased", text="erased"
+    )
+    event = _signal(3, "approve", "x")
+    event.workflow_execution_signaled_event_attributes.input.payloads[0].CopyFrom(marker)
+    row = history.event_row(event)
+    assert row.summary == "signal name: approve · input: erased"
+    raw = json.loads(row.raw)
+    assert raw["workflowExecutionSignaledEventAttributes"]["input"]["payloads"] == [
+        {"encoding": "binary/x-perdura-erased", "erased": True}
+    ]
+    from django.template.loader import render_to_string
+
+    html = render_to_string("frontend/_payloads.html", {"payloads": [payloads.decode(marker)]})
+    assert "erased</p>" in html
+    assert "<pre" not in html

@@ -67,7 +67,9 @@ def test_the_buckets_of_the_issue():
         "ScanWorkflowExecutions",
         "ListOpenWorkflowExecutions",
         "ListClosedWorkflowExecutions",
+        "ListArchivedWorkflowExecutions",
         "ListSchedules",
+        "CountSchedules",
     ]:
         assert table[name].bucket is Bucket.VISIBILITY, name
     # Progress of work already admitted is never throttled: completions, heartbeats, history reads.
@@ -283,7 +285,7 @@ def test_calls_spanning_every_namespace_are_closed_to_keys():
 STRING_KINDS = {9, 12}  # FieldDescriptor TYPE_STRING, TYPE_BYTES
 
 
-def looks_like_a_target(field) -> bool:  # type: ignore[no-untyped-def]
+def looks_like_a_target(field) -> bool:
     """A field that can name a namespace or what a call acts on: a namespace name or id, the id of a
     namespace request, or a token (task tokens embed their namespace; other tokens must be shown inert)."""
     if field.type not in STRING_KINDS:
@@ -297,7 +299,7 @@ def looks_like_a_target(field) -> bool:  # type: ignore[no-untyped-def]
     )
 
 
-def candidate_fields(message, prefix: str = "", seen: frozenset[str] = frozenset()):  # type: ignore[no-untyped-def]
+def candidate_fields(message, prefix: str = "", seen: frozenset[str] = frozenset()):
     """(path, field) of every target-like field of `message`, at any depth, nested requests included."""
     for field in message.fields:
         path = f"{prefix}{field.name}{'[]' if field.is_repeated else ''}"

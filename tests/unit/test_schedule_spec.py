@@ -123,16 +123,17 @@ def test_interval_with_phase():
 
 
 def test_calendar_in_a_time_zone_across_daylight_saving():
-    # New York falls back on 2026-11-01: 01:30 happens twice; springs forward on 2026-03-08: 02:30 never happens.
+    # New York falls back on 2026-11-01: 01:30 happens twice and fires once; springs forward on
+    # 2026-03-08: 02:30 never happens and fires at 03:00 (tests/unit/test_schedule_dst.py has the rule).
     fall = ScheduleSpec(cron_string=["30 1 * * *"], timezone_name="America/New_York")
-    assert _times(fall, datetime(2026, 11, 1, tzinfo=UTC), 3) == [
+    assert _times(fall, datetime(2026, 11, 1, tzinfo=UTC), 2) == [
         "2026-11-01T05:30:00+0000",
-        "2026-11-01T06:30:00+0000",
         "2026-11-02T06:30:00+0000",
     ]
     spring = ScheduleSpec(cron_string=["CRON_TZ=America/New_York 30 2 * * *"])
-    assert _times(spring, datetime(2026, 3, 7, tzinfo=UTC), 2) == [
+    assert _times(spring, datetime(2026, 3, 7, tzinfo=UTC), 3) == [
         "2026-03-07T07:30:00+0000",
+        "2026-03-08T07:00:00+0000",
         "2026-03-09T06:30:00+0000",
     ]
 

@@ -16,7 +16,7 @@ def request(update_id: str) -> Request:
     return Request(meta=Meta(update_id=update_id), input=Input(name="u"))
 
 
-def message(update_id: str, body) -> Message:  # type: ignore[no-untyped-def]
+def message(update_id: str, body) -> Message:
     packed = any_pb2.Any()
     packed.Pack(body)
     return Message(id=f"{update_id}/answer", protocol_instance_id=update_id, body=packed)
@@ -113,3 +113,34 @@ def test_a_timed_out_speculative_task_is_written_like_a_first_attempt():
     # The retry is an ordinary transient attempt that still carries the update.
     assert run.state.workflow_task.attempt == 2
     assert not run.state.workflow_task.speculative
+
+
+def test_an_update_admitted_while_a_task_runs_rides_a_speculative_task():
+    # The update reaches a run whose (normal) task is in flight: the task that then carries it alone is
+    # speculative, as in Temporal, and leaves nothing behind when the worker rejects the update.
+    run = idle_run()
+    run.signal(2)
+    run.start_wft(3)
+    run.apply(3.5, updates.admit, request=request("u1"))
+    assert run.state.workflow_task.started_event_id  # admitting it changed nothing for the running task
+    run.complete_wft(4)
+    before = list(run.history)
+    assert types(before)[-1] == "WORKFLOW_TASK_COMPLETED"
+    assert run.state.workflow_task.speculative
+    run.start_wft(5)
+    done = answer(run, 6, message("u1", Rejection(failure=Failure(message="no"))))
+    assert run.history == before
+    assert done.reset_history_event_id == run.state.last_completed_wft_started_event_id
+    assert run.state.workflow_task is None
+
+
+def test_an_update_admitted_while_a_task_runs_waits_behind_events_of_that_task():
+    # A signal that came in too makes the next task a normal one: it must deliver the signal.
+    run = idle_run()
+    run.signal(2)
+    run.start_wft(3)
+    run.apply(3.5, updates.admit, request=request("u1"))
+    run.signal(3.6)
+    run.complete_wft(4)
+    assert not run.state.workflow_task.speculative
+    assert types(run.history)[-2:] == ["WORKFLOW_EXECUTION_SIGNALED", "WORKFLOW_TASK_SCHEDULED"]

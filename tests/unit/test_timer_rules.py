@@ -189,3 +189,27 @@ def test_zero_duration_timer_is_accepted():
     run.start_wft(1)
     assert run.complete_wft(2, start_timer("0", 0)) is None
     assert types(run.new_events) == ["WORKFLOW_TASK_COMPLETED", "TIMER_STARTED"]
+
+
+@pytest.mark.parametrize(("duration", "row_delay"), [(0.2, 1.0), (0.5, 1.0), (1.0, 1.0), (2.5, 2.5)])
+def test_a_timer_row_fires_no_sooner_than_a_second_after_it_was_set(duration, row_delay):
+    # Temporal's timer queue shift: shorter timers fire about a second after they started.
+    run = timer_run(start_timer("1", duration))
+    [row] = run.new_timers
+    assert (row.kind, row.fire_at) == (TimerKind.USER_TIMER, at(1 + row_delay))
+    assert run.state.timers["1"].fire_at == at(1 + duration)  # when it was due, for ordering
+
+
+def test_short_timers_set_together_fire_together_in_the_order_they_were_due():
+    run = timer_run(start_timer("long", 0.5), start_timer("short", 0.2))
+    run.fire_timer(2, "long")  # whichever row fires first fires both
+    assert types(run.new_events) == ["TIMER_FIRED", "TIMER_FIRED", "WORKFLOW_TASK_SCHEDULED"]
+    assert [attrs_of(e).timer_id for e in run.new_events[:2]] == ["short", "long"]
+    assert run.state.timers == {}
+
+
+def test_a_timer_not_yet_due_is_left_for_its_own_row():
+    run = timer_run(start_timer("1", 2), start_timer("2", 5))
+    run.fire_timer(3, "1")
+    assert types(run.new_events) == ["TIMER_FIRED", "WORKFLOW_TASK_SCHEDULED"]
+    assert list(run.state.timers) == ["2"]

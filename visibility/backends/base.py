@@ -50,6 +50,25 @@ class Record:
     custom: dict[str, object]
 
 
+INTERVAL_FIELDS = ("StartTime", "CloseTime")
+"""The times `VisibilityBackend.count_by_interval` counts over."""
+
+MAX_INTERVALS = 500
+"""The most intervals one `count_by_interval` read may ask for."""
+
+
+def check_intervals(field: str, step: int, buckets: int) -> None:
+    """Refuse what `count_by_interval` does not count over (every backend checks the same way).
+
+    Raises:
+        ValueError: an unknown field, or a step or count out of range.
+    """
+    if field not in INTERVAL_FIELDS:
+        raise ValueError(f"intervals are counted over {', '.join(INTERVAL_FIELDS)}, not {field!r}")
+    if step < 1 or not 1 <= buckets <= MAX_INTERVALS:
+        raise ValueError(f"intervals need a step of at least 1 and 1 to {MAX_INTERVALS} of them")
+
+
 class BackendUnavailable(Exception):
     """The backend cannot answer now (OpenSearch unreachable or overloaded): UNAVAILABLE, retry later."""
 
@@ -82,6 +101,23 @@ class VisibilityBackend(abc.ABC):
     @abc.abstractmethod
     def count(self, namespace_id: uuid.UUID, query: ast.Query) -> tuple[int, list[tuple[int, int]]]:
         """How many runs match; with GROUP BY ExecutionStatus also (status, count) per group, largest first."""
+
+    @abc.abstractmethod
+    def count_by_interval(
+        self, namespace_id: uuid.UUID, query: ast.Query, *, field: str, start: int, step: int, buckets: int
+    ) -> list[int]:
+        """How many matching runs have the time `field` in each of `buckets` consecutive intervals.
+
+        Interval i is [start + i * step, start + (i + 1) * step), in microseconds since the epoch; a run
+        whose `field` is unset (CloseTime of an open run) or outside them counts nowhere. One read, whatever
+        the number of intervals (the console's charts of starts and failures).
+
+        Args:
+            field: one of `INTERVAL_FIELDS` (StartTime, CloseTime).
+
+        Raises:
+            ValueError: another field, or a step or count below 1.
+        """
 
     def scan_page(
         self, namespace_id: uuid.UUID, query: ast.Query, *, page_size: int, page_token: bytes

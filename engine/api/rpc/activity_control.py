@@ -1,8 +1,8 @@
 """Operator controls of a run's pending activities: pause, unpause, reset, update options.
 
 Each comes twice: naming activities of a run by id, by type or all (PauseActivity and the like), and
-naming one activity of a workflow by id as the CLI sends it (PauseActivityExecution and the like;
-standalone activities are not offered). Temporal's frontend hands the second kind to the first.
+naming one activity of a workflow by id as the CLI sends it, or without a workflow id a standalone
+activity (PauseActivityExecution and the like). Temporal's frontend hands the second kind to the first.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from temporalio.api.common.v1 import Priority
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
 from engine import dbthreads, validation
 from engine.api.rpc import resolve
-from engine.errors import InvalidArgument, Unimplemented
+from engine.errors import InvalidArgument
 from engine.history.activity_control import Target
 from engine.services import activity_control
 from tenants.models import Namespace
+from visibility.divisions import activity_host_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +53,6 @@ async def _of_run(request: Any) -> _Activities:
 async def _of_workflow(request: Any) -> _Activities:
     """One activity of a workflow by id (Temporal's chasm/lib/activity frontend checks)."""
     namespace = await resolve.namespace(request.namespace)
-    if not request.workflow_id:
-        raise Unimplemented("Standalone activity is disabled")
     if not request.activity_id:
         raise InvalidArgument("activity ID is required")
     if len(request.activity_id) > validation.MAX_ID_LENGTH:
@@ -66,9 +64,9 @@ async def _of_workflow(request: Any) -> _Activities:
             uuid.UUID(request.run_id)
         except ValueError:
             raise InvalidArgument("invalid run id: must be a valid UUID") from None
-    return _Activities(
-        namespace, request.workflow_id, request.run_id, Target(activity_id=request.activity_id)
-    )
+    # Without a workflow id the activity is a standalone one: its host run (visibility.divisions).
+    workflow_id = request.workflow_id or activity_host_id(request.activity_id)
+    return _Activities(namespace, workflow_id, request.run_id, Target(activity_id=request.activity_id))
 
 
 def _jitter(request: Any) -> float:
@@ -76,16 +74,6 @@ def _jitter(request: Any) -> float:
     if jitter < 0:
         raise InvalidArgument("invalid jitter: negative duration")
     return jitter
-
-
-def _validate_priority(priority: Priority) -> None:
-    """Temporal's priorities.Validate, with its messages."""
-    if priority.priority_key < 0:
-        raise InvalidArgument("priority key can't be negative")
-    if len(priority.fairness_key) > 64:
-        raise InvalidArgument("fairness key length exceeds limit")
-    if priority.fairness_weight < 0:
-        raise InvalidArgument("must be greater than zero")
 
 
 async def _pause(a: _Activities, request: Any, request_id: str) -> None:
@@ -130,7 +118,7 @@ async def _reset(a: _Activities, request: Any) -> None:
 
 async def _update_options(a: _Activities, request: Any) -> Any:
     if request.HasField("activity_options"):
-        _validate_priority(request.activity_options.priority)
+        validation.priority(request.activity_options.priority)
     return await dbthreads.run(
         activity_control.activity_update_options,
         namespace=a.namespace,

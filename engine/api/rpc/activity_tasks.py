@@ -14,12 +14,13 @@ from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
 from engine import dbthreads, tokens, validation
 from engine.api import convert
-from engine.api.rpc import resolve, task_queues, waits
+from engine.api.rpc import deployments, resolve, task_queues, waits
 from engine.errors import InvalidArgument
 from engine.history.activity import HeartbeatAnswer
 from engine.history.mutation import TaskKind
 from engine.services import activity_tasks
 from tenants.models import Namespace
+from visibility.divisions import activity_host_id
 
 
 async def poll_activity_task_queue(
@@ -28,6 +29,7 @@ async def poll_activity_task_queue(
     namespace = await resolve.namespace(request.namespace)
     validation.require_task_queue(request.task_queue.name)
     task_queues.poller_seen(namespace, task_queues.ACTIVITY, request)
+    await deployments.poll_seen(namespace, request)
     request_id = str(uuid.uuid4())
     started = await waits.long_poll(
         context,
@@ -52,14 +54,20 @@ async def _by_token(request: Any) -> tuple[Namespace, tokens.TaskToken]:
 
 
 async def _by_id(request: Any) -> tuple[Namespace, tokens.TaskToken]:
+    """The token of the attempt a request names by ids: a workflow's activity, or without a workflow id a
+    standalone activity (its run id is the activity's)."""
     namespace = await resolve.namespace(request.namespace)
-    validation.require_id(request.workflow_id, "WorkflowId")
     validation.run_id(request.run_id)
     validation.require_id(request.activity_id, "ActivityId")
+    if request.workflow_id:
+        validation.require_id(request.workflow_id, "WorkflowId")
+        workflow_id = request.workflow_id
+    else:
+        workflow_id = activity_host_id(request.activity_id)
     token = await dbthreads.run(
         activity_tasks.token_for,
         namespace=namespace,
-        workflow_id=request.workflow_id,
+        workflow_id=workflow_id,
         run_id=request.run_id,
         activity_id=request.activity_id,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import grpc
-from temporalio.api.enums.v1 import ArchivalState, NamespaceState
+from temporalio.api.enums.v1 import NamespaceState
 from temporalio.api.errordetails.v1 import NamespaceAlreadyExistsFailure
 from temporalio.api.operatorservice.v1 import request_response_pb2 as orr
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
@@ -32,7 +32,12 @@ def _retention_days(duration: timedelta) -> int:
     return days
 
 
-def _register(request: rr.RegisterNamespaceRequest, principal: Principal, retention_days: int) -> None:
+def _register(
+    request: rr.RegisterNamespaceRequest,
+    principal: Principal,
+    retention_days: int,
+    archival: namespace_services.ArchivalRequest,
+) -> None:
     if principal.anonymous:
         # The operator: a name with an organisation's suffix joins that organisation.
         base, dot, slug = request.namespace.rpartition(".")
@@ -46,6 +51,7 @@ def _register(request: rr.RegisterNamespaceRequest, principal: Principal, retent
             description=request.description,
             owner_email=request.owner_email,
             retention_days=retention_days,
+            archival_request=archival,
         )
     except errors.NamespaceAlreadyExists:
         raise AlreadyExists("Namespace already exists.", NamespaceAlreadyExistsFailure()) from None
@@ -66,13 +72,16 @@ async def register_namespace(
         raise InvalidArgument("Namespace is not set on request.")
     if request.is_global_namespace:
         raise InvalidArgument("Perdura does not offer global (multi-region) namespaces.")
-    enabled = ArchivalState.ARCHIVAL_STATE_ENABLED
-    if enabled in (request.history_archival_state, request.visibility_archival_state):
-        raise InvalidArgument("Perdura does not offer archival yet.")
     retention = 1
     if request.HasField("workflow_execution_retention_period"):
         retention = _retention_days(request.workflow_execution_retention_period.ToTimedelta())
-    await dbthreads.run(_register, request, auth.current(), retention)
+    archival = namespace_services.ArchivalRequest(
+        history_state=request.history_archival_state,
+        history_uri=request.history_archival_uri,
+        visibility_state=request.visibility_archival_state,
+        visibility_uri=request.visibility_archival_uri,
+    )
+    await dbthreads.run(_register, request, auth.current(), retention, archival)
     return rr.RegisterNamespaceResponse()
 
 
@@ -112,8 +121,18 @@ async def update_namespace(
     if request.promote_namespace or clusters - {"", "active"}:
         raise InvalidArgument("Perdura does not offer global (multi-region) namespaces.")
     retention = None
-    if request.config.HasField("workflow_execution_retention_ttl"):
-        retention = _retention_days(request.config.workflow_execution_retention_ttl.ToTimedelta())
+    asked = request.config.workflow_execution_retention_ttl.ToTimedelta()
+    # The CLI sends the namespace's whole config back with any change: the retention it already has
+    # (perhaps an operator's, under a day) is no change, not a tenant's request for it.
+    if request.config.HasField("workflow_execution_retention_ttl") and asked != namespace.retention:
+        retention = _retention_days(asked)
+    config = request.config
+    archival = namespace_services.ArchivalRequest(
+        history_state=config.history_archival_state,
+        history_uri=config.history_archival_uri,
+        visibility_state=config.visibility_archival_state,
+        visibility_uri=config.visibility_archival_uri,
+    )
     info = request.update_info
     state = info.state
     if state == NamespaceState.NAMESPACE_STATE_DELETED:
@@ -127,6 +146,7 @@ async def update_namespace(
                 owner_email=info.owner_email or None,
                 retention_days=retention,
             )
+            updated = namespace_services.namespace_set_archival(namespace=updated, request=archival)
         except errors.NamespaceError as e:
             raise InvalidArgument(str(e)) from None
         if state == NamespaceState.NAMESPACE_STATE_DEPRECATED:
@@ -153,7 +173,8 @@ async def delete_namespace(
 ) -> orr.DeleteNamespaceResponse:
     """OperatorService.DeleteNamespace as Temporal answers it: the namespace is marked deleted and renamed
     `<name>-deleted-<hex>` (the name is free again, keys lose it at once); the answer carries the new name.
-    Runs are kept (Perdura does not purge them yet), so `namespace_delete_delay` changes nothing."""
+    Its runs are then deleted in the background through retention (engine/shards/namespace_purge.py), at
+    once: `namespace_delete_delay` is not honoured yet."""
     if request.namespace and request.namespace_id:
         raise InvalidArgument("Only one of namespace name or Id should be set on request.")
     if request.namespace:

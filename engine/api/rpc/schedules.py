@@ -1,4 +1,4 @@
-"""Schedules: create, describe, update, patch, delete, list, and the times a spec matches."""
+"""Schedules: create, describe, update, patch, delete, list, count, and the times a spec matches."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 from engine import dbthreads
 from engine.api.rpc import resolve
 from engine.api.rpc.visibility import check_search_attributes
-from engine.services import schedules
+from engine.services import schedule_lists, schedules
 from tenants.models import Namespace
 
 
@@ -71,12 +71,20 @@ async def list_schedules(
 ) -> rr.ListSchedulesResponse:
     namespace = await resolve.namespace(request.namespace)
     return await dbthreads.run(
-        schedules.schedule_list,
+        schedule_lists.schedule_list,
         namespace=namespace,
         page_size=request.maximum_page_size,
         page_token=request.next_page_token,
         query=request.query,
     )
+
+
+async def count_schedules(
+    request: rr.CountSchedulesRequest, context: grpc.aio.ServicerContext
+) -> rr.CountSchedulesResponse:
+    namespace = await resolve.namespace(request.namespace)
+    count = await dbthreads.run(schedule_lists.schedule_count, namespace=namespace, query=request.query)
+    return rr.CountSchedulesResponse(count=count)
 
 
 async def list_schedule_matching_times(

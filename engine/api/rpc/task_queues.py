@@ -37,10 +37,14 @@ ACTIVITY = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
 ENHANCED = DescribeTaskQueueMode.DESCRIBE_TASK_QUEUE_MODE_ENHANCED
 DEFAULT_PRIORITY_KEY = 3
 """The priority key tasks without a priority get (Temporal's default of 5 levels)."""
-_TASK_KINDS = {WORKFLOW: TaskKind.WORKFLOW, ACTIVITY: TaskKind.ACTIVITY}
+_TASK_KINDS: dict[int, TaskKind] = {WORKFLOW: TaskKind.WORKFLOW, ACTIVITY: TaskKind.ACTIVITY}
 
 
-def poller_seen(namespace: Namespace, queue_type: int, request) -> None:  # type: ignore[no-untyped-def]
+def poller_seen(
+    namespace: Namespace,
+    queue_type: int,
+    request: rr.PollWorkflowTaskQueueRequest | rr.PollActivityTaskQueueRequest,
+) -> None:
     """A Poll*TaskQueue call arrived: note its worker as a poller of the queue (cheap; never fails)."""
     if not request.identity:
         return
@@ -98,7 +102,7 @@ def _validate(request: rr.DescribeTaskQueueRequest) -> None:
 
 
 def _stats(namespace: Namespace, task_queue: str, queue_type: int) -> TaskQueueStats:
-    kind = _TASK_KINDS.get(queue_type)  # type: ignore[call-overload]
+    kind = _TASK_KINDS.get(queue_type)
     stats = TaskQueueStats(approximate_backlog_age=Duration())
     if kind is None:
         return stats

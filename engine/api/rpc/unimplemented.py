@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 
 
-def _unimplemented(name: str):  # type: ignore[no-untyped-def]
-    async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext) -> None:
+def _unimplemented(name: str) -> Callable[[Any, Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[None]]:
+    async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"Perdura does not implement {name} yet.")
 
     handler.__name__ = name

@@ -37,8 +37,16 @@ async def _guarded(fn: Callable[..., T], **kwargs: object) -> T:
         raise Unavailable(str(e)) from None
 
 
-def _list_page(namespace: Namespace, query: str, page_size: int, page_token: bytes, scan: bool) -> _Page:
-    select = selectors.execution_scan if scan else selectors.execution_list
+def _list_page(
+    namespace: Namespace, query: str, page_size: int, page_token: bytes, scan: bool, archived: bool = False
+) -> _Page:
+    select = (
+        selectors.archived_execution_list
+        if archived
+        else selectors.execution_scan
+        if scan
+        else selectors.execution_list
+    )
     records, token = select(
         namespace_id=namespace.id, query=query, page_size=page_size, page_token=page_token
     )
@@ -47,9 +55,15 @@ def _list_page(namespace: Namespace, query: str, page_size: int, page_token: byt
 
 
 async def _page(
-    namespace: Namespace, query: str, page_size: int, page_token: bytes, *, scan: bool = False
+    namespace: Namespace,
+    query: str,
+    page_size: int,
+    page_token: bytes,
+    *,
+    scan: bool = False,
+    archived: bool = False,
 ) -> _Page:
-    """A page of runs as list and scan return them, and the next page's token."""
+    """A page of runs as list and scan return them (or of the archive index), and the next page's token."""
     return await _guarded(
         _list_page,
         namespace=namespace,
@@ -57,6 +71,7 @@ async def _page(
         page_size=page_size or DEFAULT_PAGE_SIZE,
         page_token=page_token,
         scan=scan,
+        archived=archived,
     )
 
 
@@ -66,6 +81,18 @@ async def list_workflow_executions(
     namespace = await resolve.namespace(request.namespace)
     executions, token = await _page(namespace, request.query, request.page_size, request.next_page_token)
     return rr.ListWorkflowExecutionsResponse(executions=executions, next_page_token=token)
+
+
+async def list_archived_workflow_executions(
+    request: rr.ListArchivedWorkflowExecutionsRequest, context: grpc.aio.ServicerContext
+) -> rr.ListArchivedWorkflowExecutionsResponse:
+    """The namespace's archive index (closed runs whose visibility was archived, kept after retention),
+    with the whole list-filter language, paged as ListWorkflowExecutions."""
+    namespace = await resolve.namespace(request.namespace)
+    executions, token = await _page(
+        namespace, request.query, request.page_size, request.next_page_token, archived=True
+    )
+    return rr.ListArchivedWorkflowExecutionsResponse(executions=executions, next_page_token=token)
 
 
 async def scan_workflow_executions(
@@ -82,7 +109,9 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _legacy_query(request, *, closed: bool) -> str:  # type: ignore[no-untyped-def]
+def _legacy_query(
+    request: rr.ListOpenWorkflowExecutionsRequest | rr.ListClosedWorkflowExecutionsRequest, *, closed: bool
+) -> str:
     """The filter the legacy open/closed listings mean, in the list-filter language."""
     terms = ["ExecutionStatus != 'Running'" if closed else "ExecutionStatus = 'Running'"]
     time_attr = "CloseTime" if closed else "StartTime"
@@ -101,7 +130,11 @@ def _legacy_query(request, *, closed: bool) -> str:  # type: ignore[no-untyped-d
             terms.append(f"RunId = {_quoted(request.execution_filter.run_id)}")
     elif which == "type_filter" and request.type_filter.name:
         terms.append(f"WorkflowType = {_quoted(request.type_filter.name)}")
-    elif which == "status_filter" and request.status_filter.status:
+    elif (
+        which == "status_filter"
+        and isinstance(request, rr.ListClosedWorkflowExecutionsRequest)  # the only one that has it
+        and request.status_filter.status
+    ):
         name = STATUS_BY_VALUE.get(int(request.status_filter.status))
         if name is None:
             raise InvalidArgument(f"unknown workflow execution status {request.status_filter.status}")

@@ -7,15 +7,17 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
-from perdura import clock
+from perdura import clock, metrics
 
 from engine import dbthreads, notify
+from engine.history.mutation import TaskKind
 from engine.matching import queue
 from tenants.models import Namespace
 
 LONG_POLL_SECONDS = 60.0
 RECHECK_SECONDS = 5.0
 """A waiter re-reads at least this often: wake-ups are hints, and one may be lost."""
+_KIND_LABELS: dict[int, str] = {TaskKind.WORKFLOW: "workflow", TaskKind.ACTIVITY: "activity"}
 
 
 def deadline(context: grpc.aio.ServicerContext, cap: float) -> float:
@@ -31,20 +33,43 @@ async def long_poll(
     kind: int,
     task_queue: str,
     poll_once: Callable[[], Any],
+    group: str = "",
 ) -> Any:
-    """Claim a task now or when one arrives, until about a minute passes (then None: an empty answer)."""
+    """Claim a task now or when one arrives, until about a minute passes (then None: an empty answer).
+
+    `group`: the worker deployment version the poller serves ("" unversioned; see notify.Hub.waiter)."""
     loop = asyncio.get_running_loop()
     until = deadline(context, LONG_POLL_SECONDS)
-    with notify.hub.waiter(notify.task_queue_key(namespace.id, kind, task_queue)) as waiter:
-        while True:
-            outcome = await dbthreads.run(poll_once)
-            if not isinstance(outcome, queue.NotYet):
-                return outcome
-            wait = RECHECK_SECONDS
-            if outcome.visible_at is not None:
-                wait = min(max((outcome.visible_at - clock.now()).total_seconds(), 0.01), wait)
-            remaining = until - loop.time()
-            if remaining <= 0:
-                return None
-            await waiter.wait(min(remaining, wait))
-            waiter.rearm()
+    label = metrics.namespace_label(namespace.name)
+    kind_label = _KIND_LABELS.get(kind, "other")
+    waiting = None  # this poll's share of the waiting gauge, once it has found the queue empty
+    with notify.hub.waiter(notify.task_queue_key(namespace.id, kind, task_queue), group=group) as waiter:
+        try:
+            while True:
+                outcome = await dbthreads.run(poll_once)
+                if not isinstance(outcome, queue.NotYet):
+                    match = "backlog" if waiting is None else "sync"
+                    metrics.tasks_matched.labels(label, kind_label, match).inc()
+                    return outcome
+                wait = RECHECK_SECONDS
+                if outcome.visible_at is not None:
+                    wait = min(max((outcome.visible_at - clock.now()).total_seconds(), 0.01), wait)
+                remaining = until - loop.time()
+                if remaining <= 0:
+                    return None
+                if waiting is None:
+                    waiting = metrics.long_polls_waiting.labels(label, kind_label)
+                    waiting.inc()
+                await waiter.wait(min(remaining, wait))
+                waiter.rearm()
+        finally:
+            if waiting is not None:
+                waiting.dec()
+
+
+def matched_eagerly(namespace: Namespace, kind: int, count: int = 1) -> None:
+    """Count tasks handed out in the answer of the call that made them, never queued for a poll (eager
+    workflow start, eager activities, the next workflow task in a completion's answer)."""
+    if count:
+        label = metrics.namespace_label(namespace.name)
+        metrics.tasks_matched.labels(label, _KIND_LABELS.get(kind, "other"), "eager").inc(count)

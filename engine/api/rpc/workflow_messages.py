@@ -7,7 +7,7 @@ import asyncio
 from datetime import timedelta
 
 import grpc
-from temporalio.api.enums.v1 import QueryResultType
+from temporalio.api.enums.v1 import QueryResultType, WorkflowExecutionStatus
 from temporalio.api.errordetails.v1 import QueryFailedFailure
 from temporalio.api.query.v1 import QueryRejected
 from temporalio.api.update.v1 import WaitPolicy
@@ -80,7 +80,9 @@ async def query_workflow(
         wait=timedelta(seconds=max(deadline - asyncio.get_running_loop().time(), 0.0)),
     )
     if isinstance(submitted, queries.Rejected):
-        return rr.QueryWorkflowResponse(query_rejected=QueryRejected(status=submitted.status))
+        return rr.QueryWorkflowResponse(
+            query_rejected=QueryRejected(status=WorkflowExecutionStatus.ValueType(submitted.status))
+        )
     try:
         answer = await _wait_for_answer(submitted.query_id, namespace, deadline, submitted.task_queue)
     finally:
@@ -223,17 +225,21 @@ async def update_wait(
     loop = asyncio.get_running_loop()
     deadline = waits.deadline(context, UPDATE_WAIT_SECONDS)
     with notify.hub.waiter(notify.run_key(status.execution.pk)) as waiter:
+        armed = False  # the first re-read comes right after arming: a change before it woke no one
         while status.stage < wanted:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            await waiter.wait(min(remaining, waits.RECHECK_SECONDS))
-            waiter.rearm()
+            if armed:
+                await waiter.wait(min(remaining, waits.RECHECK_SECONDS))
+                waiter.rearm()
+            armed = True
             status = await dbthreads.run(
                 update_services.update_status,
                 namespace=namespace,
                 workflow_id=status.execution.workflow_id,
                 run_id=status.run_id,
                 update_id=update_id,
+                waiting=True,
             )
     return convert.update_response(status, update_id)

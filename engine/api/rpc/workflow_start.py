@@ -8,9 +8,10 @@ from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
 from engine import dbthreads, validation
 from engine.api import convert
-from engine.api.rpc import resolve, workflow_messages, workflow_tasks
+from engine.api.rpc import resolve, waits, workflow_messages, workflow_tasks
 from engine.api.rpc.visibility import check_search_attributes
 from engine.errors import EngineError, InvalidArgument
+from engine.history.mutation import TaskKind
 from engine.services import with_start, workflows
 
 
@@ -24,6 +25,7 @@ async def start_workflow_execution(
     result = await dbthreads.run(workflows.workflow_start, namespace=namespace, request=request)
     response = rr.StartWorkflowExecutionResponse(run_id=result.run_id, started=result.started)
     if result.eager_workflow_task is not None:
+        waits.matched_eagerly(namespace, TaskKind.WORKFLOW)
         response.eager_workflow_task.CopyFrom(
             await workflow_tasks.workflow_task_response(namespace, result.eager_workflow_task)
         )

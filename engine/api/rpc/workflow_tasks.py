@@ -10,7 +10,7 @@ from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
 from engine import dbthreads, validation
 from engine.api import convert
-from engine.api.rpc import resolve, task_queues, waits
+from engine.api.rpc import deployments, resolve, task_queues, waits
 from engine.history.mutation import TaskKind
 from engine.models import Execution
 from engine.persistence import store
@@ -25,7 +25,9 @@ async def poll_workflow_task_queue(
     namespace = await resolve.namespace(request.namespace)
     validation.require_task_queue(request.task_queue.name)
     task_queues.poller_seen(namespace, task_queues.WORKFLOW, request)
+    await deployments.poll_seen(namespace, request)
     request_id = str(uuid.uuid4())
+    version = deployments.poller_version(request)
     started = await waits.long_poll(
         context,
         namespace,
@@ -37,7 +39,9 @@ async def poll_workflow_task_queue(
             identity=request.identity,
             request_id=request_id,
             build_id=request.worker_version_capabilities.build_id,
+            version=version,
         ),
+        group=f"{version.deployment_name}\x1f{version.build_id}" if version is not None else "",
     )
     if started is None:
         return rr.PollWorkflowTaskQueueResponse()
@@ -84,7 +88,9 @@ async def respond_workflow_task_completed(
         activity_tasks=[convert.activity_task_response(namespace, a) for a in result.activities],
         reset_history_event_id=result.reset_history_event_id,
     )
+    waits.matched_eagerly(namespace, TaskKind.ACTIVITY, len(result.activities))
     if result.workflow_task is not None:
+        waits.matched_eagerly(namespace, TaskKind.WORKFLOW)
         response.workflow_task.CopyFrom(await workflow_task_response(namespace, result.workflow_task))
     return response
 

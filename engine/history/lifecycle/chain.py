@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from temporalio.api.command.v1 import ContinueAsNewWorkflowExecutionCommandAttributes
-from temporalio.api.common.v1 import Memo, Payloads, SearchAttributes, WorkflowType
-from temporalio.api.enums.v1 import ContinueAsNewInitiator, TaskQueueKind, WorkflowExecutionStatus
+from temporalio.api.common.v1 import Memo, Payloads, WorkflowType
+from temporalio.api.enums.v1 import ContinueAsNewInitiator, RetryState, TaskQueueKind, WorkflowExecutionStatus
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import (
     WorkflowExecutionContinuedAsNewEventAttributes,
@@ -13,7 +13,7 @@ from temporalio.api.history.v1 import (
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
-from engine.history import cron, limits, retry
+from engine.history import cron, limits, parking, pause, pause_info, retry, retry_jitter, subjects, versioning
 from engine.history.events import duration, new_event, seconds
 from engine.history.lifecycle.closing import close
 from engine.history.lifecycle.run_start import Continuation, start
@@ -55,9 +55,9 @@ def continue_as_new(
         cron_schedule=attrs.cron_schedule,
         header=attrs.header if attrs.HasField("header") else None,
         memo=attrs.memo if attrs.HasField("memo") else (Memo.FromString(state.memo) if state.memo else None),
-        search_attributes=attrs.search_attributes
+        search_attributes=subjects.inherited(state.search_attributes, attrs.search_attributes)
         if attrs.HasField("search_attributes")
-        else (SearchAttributes.FromString(state.search_attributes) if state.search_attributes else None),
+        else pause_info.inheritable(state.search_attributes),
     )
     if state.start_attrs:
         started = WorkflowExecutionStartedEventAttributes.FromString(state.start_attrs)
@@ -80,7 +80,10 @@ def continue_as_new(
                 backoff_start_interval=attrs.backoff_start_interval
                 if attrs.HasField("backoff_start_interval")
                 else None,
-                initiator=initiator,
+                # Temporal echoes the command's initiator and build-id inheritance here (an SDK leaves the
+                # initiator unset); the next run's start event names the workflow as its initiator.
+                initiator=attrs.initiator,
+                inherit_build_id=attrs.inherit_build_id,
                 failure=attrs.failure if attrs.HasField("failure") else None,
                 last_completion_result=attrs.last_completion_result
                 if attrs.HasField("last_completion_result")
@@ -92,9 +95,9 @@ def continue_as_new(
                 else None,
             )
         ),
+        new_run_id=new_run_id,
     )
-    state.new_execution_run_id = new_run_id
-    return _start_continuation(
+    new = _start_continuation(
         m,
         request=request,
         initiator=initiator,
@@ -105,6 +108,8 @@ def continue_as_new(
         if attrs.HasField("last_completion_result")
         else None,
     )
+    versioning.continue_as_new(state, new.state, attrs.initial_versioning_behavior)
+    return new
 
 
 def retry_decision(m: Mutation, failure: Failure) -> retry.RetryDecision | None:
@@ -119,12 +124,15 @@ def retry_decision(m: Mutation, failure: Failure) -> retry.RetryDecision | None:
         policy = retry.normalized(started.retry_policy)
     except retry.RetryPolicyError:
         return None
+    fraction = retry_jitter.header_fraction(started.header if started.HasField("header") else None)
     return retry.decide(
         policy=policy,
         attempt=state.attempt,
         failure=failure,
         now=m.now,
         expiration=state.execution_expiration,
+        jitter=m.retry_jitter if fraction is None else fraction,
+        jitter_key=f"run|{state.workflow_id}|{state.run_id}|{state.attempt}",
     )
 
 
@@ -138,6 +146,37 @@ def retry_run(m: Mutation, *, new_run_id: str, failure: Failure, delay: float) -
         delay=min_backoff(m, delay),
         failure=failure,
     )
+
+
+def parks_run(m: Mutation, decision: retry.RetryDecision | None) -> bool:
+    """Whether this failed or timed-out run, its workflow retries exhausted, is parked (parking.py) rather
+    than left failed. A standalone activity's run fails as in Temporal, and a cron chain goes on to its
+    next run, which the failure is passed to."""
+    state = m.state
+    if decision is None or decision.retry or state.standalone is not None or cron_schedule(state):
+        return False
+    if decision.retry_state != RetryState.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED:
+        return False
+    started = WorkflowExecutionStartedEventAttributes.FromString(state.start_attrs)
+    return parking.parks(started.header if started.HasField("header") else None, m.park_on_exhausted)
+
+
+def park_run(m: Mutation, *, new_run_id: str, failure: Failure) -> Mutation:
+    """The parked continuation of a run whose retries are exhausted: the same input and options, attempt 1
+    (a redrive gets every attempt again), started paused until an operator unpauses it."""
+    attempts = m.state.attempt
+    new = _next_run(
+        m,
+        new_run_id=new_run_id,
+        initiator=ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_RETRY,
+        attempt=1,
+        delay=min_backoff(m, 0.0),
+        failure=failure,
+    )
+    why = parking.reason(attempts, failure.message, redrive="an unpause")
+    pause.pause(new, identity=parking.IDENTITY, reason=why, request_id="")
+    parking.index(new.state)
+    return new
 
 
 def min_backoff(m: Mutation, backoff: float) -> float:
@@ -200,9 +239,7 @@ def _next_run(
         cron_schedule=started.cron_schedule,
         header=started.header if started.HasField("header") else None,
         memo=Memo.FromString(state.memo) if state.memo else None,
-        search_attributes=SearchAttributes.FromString(state.search_attributes)
-        if state.search_attributes
-        else None,
+        search_attributes=pause_info.inheritable(state.search_attributes),
     )
     return _start_continuation(
         m,

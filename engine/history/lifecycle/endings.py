@@ -22,10 +22,17 @@ from temporalio.api.history.v1 import (
 )
 
 from engine.history import workflow_task
-from engine.history.errors import StaleTask
+from engine.history.errors import StaleTask, require_running
 from engine.history.events import new_event
-from engine.history.lifecycle.chain import cron_run, cron_schedule, retry_decision, retry_run
-from engine.history.lifecycle.closing import close, require_running
+from engine.history.lifecycle.chain import (
+    cron_run,
+    cron_schedule,
+    park_run,
+    parks_run,
+    retry_decision,
+    retry_run,
+)
+from engine.history.lifecycle.closing import close
 from engine.history.mutation import Mutation
 
 DEFAULT_TERMINATE_REASON = "terminated by user via frontend"
@@ -72,19 +79,22 @@ def run_timeout(m: Mutation) -> None:
             decision.retry_state if decision is not None else RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET
         )
     retrying = decision is not None and decision.retry
+    parked = not expired and parks_run(m, decision)
     cron_next = not retrying and not expired and bool(cron_schedule(state))
-    new_run_id = m.ids.run_id() if retrying or cron_next else ""
+    new_run_id = m.ids.run_id() if retrying or cron_next or parked else ""
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_TIMED_OUT,
         new_event(
             WorkflowExecutionTimedOutEventAttributes(retry_state=retry_state, new_execution_run_id=new_run_id)
         ),
+        new_run_id=new_run_id,
     )
     if new_run_id:
-        state.new_execution_run_id = new_run_id
         if cron_next:
             m.continued = cron_run(m, new_run_id=new_run_id, result=None, failure=failure)
+        elif parked:
+            m.continued = park_run(m, new_run_id=new_run_id, failure=failure)
         else:
             assert decision is not None
             m.continued = retry_run(m, new_run_id=new_run_id, failure=failure, delay=decision.delay)
@@ -104,9 +114,9 @@ def complete(
                 new_execution_run_id=new_run_id,
             )
         ),
+        new_run_id=new_run_id,
     )
     if new_run_id:
-        m.state.new_execution_run_id = new_run_id
         m.continued = cron_run(
             m, new_run_id=new_run_id, result=attrs.result if attrs.HasField("result") else None, failure=None
         )
@@ -115,8 +125,9 @@ def complete(
 def fail(m: Mutation, *, completed_event_id: int, attrs: FailWorkflowExecutionCommandAttributes) -> None:
     decision = retry_decision(m, attrs.failure)
     retrying = decision is not None and decision.retry
+    parked = parks_run(m, decision)
     cron_next = not retrying and bool(cron_schedule(m.state))
-    new_run_id = m.ids.run_id() if retrying or cron_next else ""
+    new_run_id = m.ids.run_id() if retrying or cron_next or parked else ""
     close(
         m,
         WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_FAILED,
@@ -130,11 +141,13 @@ def fail(m: Mutation, *, completed_event_id: int, attrs: FailWorkflowExecutionCo
                 new_execution_run_id=new_run_id,
             )
         ),
+        new_run_id=new_run_id,
     )
     if new_run_id:
-        m.state.new_execution_run_id = new_run_id
         if cron_next:
             m.continued = cron_run(m, new_run_id=new_run_id, result=None, failure=attrs.failure)
+        elif parked:
+            m.continued = park_run(m, new_run_id=new_run_id, failure=attrs.failure)
         else:
             assert decision is not None
             m.continued = retry_run(m, new_run_id=new_run_id, failure=attrs.failure, delay=decision.delay)

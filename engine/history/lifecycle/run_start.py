@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio.api.common.v1 import Payloads, WorkflowExecution
-from temporalio.api.enums.v1 import TaskQueueKind
+from temporalio.api.enums.v1 import ContinueAsNewInitiator, TaskQueueKind
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import WorkflowExecutionStartedEventAttributes
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
-from engine.history import workflow_task
+from engine.history import versioning, workflow_task
 from engine.history.errors import StaleTask
 from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TimerKind
@@ -71,6 +71,7 @@ def start(
     continuation: Continuation | None = None,
     first_task_backoff: float = 0.0,
     parent: ParentInfo | None = None,
+    inherited: versioning.Inherited | None = None,
 ) -> Mutation:
     """A new run: WorkflowExecutionStarted, then its first workflow task (the request is validated already).
 
@@ -151,7 +152,7 @@ def start(
         )
     if continuation is not None:
         attrs.continued_execution_run_id = continuation.previous_run_id
-        attrs.initiator = continuation.initiator
+        attrs.initiator = ContinueAsNewInitiator.ValueType(continuation.initiator)
         if continuation.continued_failure is not None:
             attrs.continued_failure.CopyFrom(continuation.continued_failure)
         if continuation.last_completion_result is not None:
@@ -164,6 +165,11 @@ def start(
             attrs.continued_failure.CopyFrom(request.continued_failure)
     if state.execution_expiration is not None:
         attrs.workflow_execution_expiration_time.FromDatetime(state.execution_expiration)
+    if request.HasField("versioning_override") and request.versioning_override.ByteSize():
+        attrs.versioning_override.CopyFrom(request.versioning_override)
+        versioning.apply_override(state, request.versioning_override)
+    if inherited is not None:
+        versioning.apply_inherited(state, attrs, inherited)
     state.start_attrs = attrs.SerializeToString()
     started = new_event(attrs)
     if request.HasField("user_metadata"):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Header, Payloads
 from temporalio.api.history.v1 import (
     WorkflowExecutionCancelRequestedEventAttributes,
     WorkflowExecutionSignaledEventAttributes,
 )
 
 from engine.history import workflow_task
+from engine.history.errors import require_running
 from engine.history.events import new_event
-from engine.history.lifecycle.closing import require_running
 from engine.history.mutation import Mutation
 
 MAX_SIGNAL_REQUEST_IDS = 100
@@ -23,7 +23,7 @@ def signal(
     input: Payloads | None,
     identity: str,
     request_id: str,
-    header: object | None = None,
+    header: Header | None = None,
 ) -> None:
     """Deliver a signal (deduplicated by request id) and make sure a workflow task will see it."""
     state = m.state
@@ -38,7 +38,7 @@ def signal(
     if input is not None and input.payloads:
         attrs.input.CopyFrom(input)
     if header is not None:
-        attrs.header.CopyFrom(header)  # type: ignore[arg-type]
+        attrs.header.CopyFrom(header)
     m.add_external(new_event(attrs))
     workflow_task.schedule(m)
 

@@ -21,6 +21,7 @@ from visibility.backends.base import (
     BackendUnavailable,
     Record,
     VisibilityBackend,
+    check_intervals,
     decode_page_token,
     encode_page_token,
 )
@@ -236,6 +237,28 @@ class OpenSearchBackend(VisibilityBackend):
     def count(self, namespace_id: uuid.UUID, query: ast.Query) -> tuple[int, list[tuple[int, int]]]:
         with _reads():
             return self._count(namespace_id, query)
+
+    def count_by_interval(
+        self, namespace_id: uuid.UUID, query: ast.Query, *, field: str, start: int, step: int, buckets: int
+    ) -> list[int]:
+        """A range aggregation with one range per interval (`from` inclusive, `to` exclusive)."""
+        check_intervals(field, step, buckets)
+        ranges = [{"from": start + i * step, "to": start + (i + 1) * step} for i in range(buckets)]
+        with _reads():
+            response = self._search(
+                {
+                    "query": compile_filter(namespace_id, query),
+                    "size": 0,
+                    "aggs": {"intervals": {"range": {"field": field, "ranges": ranges, "keyed": False}}},
+                }
+            )
+        found = (response.get("aggregations") or {}).get("intervals", {}).get("buckets", [])
+        counts = [0] * buckets
+        for bucket in found:
+            index = (int(bucket["from"]) - start) // step
+            if 0 <= index < buckets:
+                counts[index] = int(bucket["doc_count"])
+        return counts
 
     def _list_page(
         self, namespace_id: uuid.UUID, query: ast.Query, page_size: int, page_token: bytes

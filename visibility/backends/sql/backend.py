@@ -11,7 +11,13 @@ import uuid
 from django.db import connection as default_connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from visibility.backends.base import Record, VisibilityBackend, decode_page_token, encode_page_token
+from visibility.backends.base import (
+    Record,
+    VisibilityBackend,
+    check_intervals,
+    decode_page_token,
+    encode_page_token,
+)
 from visibility.backends.sql.compiler import Compiler, compile_filter
 from visibility.backends.sql.records import SELECT_COLUMNS, TABLE, record_from_row
 from visibility.query import ast
@@ -27,8 +33,10 @@ def list_records(
     page_size: int,
     page_token: bytes,
     connection: BaseDatabaseWrapper | None = None,
+    table: str = TABLE,
 ) -> tuple[list[Record], bytes]:
-    """A page of matching runs and the token of the next page (empty after the last).
+    """A page of matching runs and the token of the next page (empty after the last); `table` the live
+    records or the archive index (ARCHIVE_TABLE).
 
     The default order is Temporal's: open runs first, then by close time, start time, newest first.
     Its token is the last row's sort key, so pages stay stable while runs start and close. An explicit
@@ -53,7 +61,7 @@ def list_records(
             terms.append(f"{expr} {'DESC' if term.descending else 'ASC'}{nulls}")
         order = ", ".join([*terms, "v.execution_id DESC"])
         offset = int(state.get("offset", 0))
-        sql = f"SELECT {columns} FROM {TABLE} v WHERE {where} ORDER BY {order} LIMIT %s OFFSET %s"
+        sql = f"SELECT {columns} FROM {table} v WHERE {where} ORDER BY {order} LIMIT %s OFFSET %s"
         params = [*params, *order_compiler.params, page_size + 1, offset]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -69,7 +77,7 @@ def list_records(
         where += " AND (v.close_sort, v.start_time, v.execution_id) < (%s, %s, %s)"
         params += key
     sql = (
-        f"SELECT {columns}, v.close_sort FROM {TABLE} v WHERE {where} "
+        f"SELECT {columns}, v.close_sort FROM {table} v WHERE {where} "
         "ORDER BY v.close_sort DESC, v.start_time DESC, v.execution_id DESC LIMIT %s"
     )
     with connection.cursor() as cursor:
@@ -84,7 +92,10 @@ def list_records(
 
 
 def count_records(
-    namespace_id: uuid.UUID, query: ast.Query, connection: BaseDatabaseWrapper | None = None
+    namespace_id: uuid.UUID,
+    query: ast.Query,
+    connection: BaseDatabaseWrapper | None = None,
+    table: str = TABLE,
 ) -> tuple[int, list[tuple[int, int]]]:
     """How many runs match, and with GROUP BY ExecutionStatus the (status, count) of each group."""
     connection = connection or default_connection
@@ -92,14 +103,45 @@ def count_records(
     with connection.cursor() as cursor:
         if query.group_by:
             cursor.execute(
-                f"SELECT v.status, COUNT(*) FROM {TABLE} v WHERE {compiled.where} GROUP BY v.status "
+                f"SELECT v.status, COUNT(*) FROM {table} v WHERE {compiled.where} GROUP BY v.status "
                 "ORDER BY COUNT(*) DESC, v.status",
                 compiled.params,
             )
             groups = [(int(status), int(n)) for status, n in cursor.fetchall()]
             return sum(n for _, n in groups), groups
-        cursor.execute(f"SELECT COUNT(*) FROM {TABLE} v WHERE {compiled.where}", compiled.params)
+        cursor.execute(f"SELECT COUNT(*) FROM {table} v WHERE {compiled.where}", compiled.params)
         return int(cursor.fetchone()[0]), []
+
+
+_INTERVAL_COLUMNS = {"StartTime": "start_time", "CloseTime": "close_time"}
+
+
+def count_records_by_interval(
+    namespace_id: uuid.UUID,
+    query: ast.Query,
+    *,
+    field: str,
+    start: int,
+    step: int,
+    buckets: int,
+    connection: BaseDatabaseWrapper | None = None,
+) -> list[int]:
+    """Matching runs per interval of `field` (see VisibilityBackend.count_by_interval): one GROUP BY on
+    the interval's index, integer division in both SQLite and Postgres."""
+    check_intervals(field, step, buckets)
+    connection = connection or default_connection
+    compiled = compile_filter(namespace_id, query, connection)
+    column = f"v.{_INTERVAL_COLUMNS[field]}"
+    sql = (
+        f"SELECT ({column} - %s) / %s, COUNT(*) FROM {TABLE} v WHERE {compiled.where} "
+        f"AND {column} >= %s AND {column} < %s GROUP BY 1"
+    )
+    counts = [0] * buckets
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [start, step, *compiled.params, start, start + step * buckets])
+        for index, n in cursor.fetchall():
+            counts[int(index)] += int(n)
+    return counts
 
 
 class SqlBackend(VisibilityBackend):
@@ -119,3 +161,16 @@ class SqlBackend(VisibilityBackend):
 
     def count(self, namespace_id: uuid.UUID, query: ast.Query) -> tuple[int, list[tuple[int, int]]]:
         return count_records(namespace_id, query, self.connection)
+
+    def count_by_interval(
+        self, namespace_id: uuid.UUID, query: ast.Query, *, field: str, start: int, step: int, buckets: int
+    ) -> list[int]:
+        return count_records_by_interval(
+            namespace_id,
+            query,
+            field=field,
+            start=start,
+            step=step,
+            buckets=buckets,
+            connection=self.connection,
+        )

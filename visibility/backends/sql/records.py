@@ -23,6 +23,8 @@ from visibility.slots import COLUMNS as SLOT_COLUMNS
 from visibility.slots import SLOT_TYPES, slot_value
 
 TABLE = "visibility_visibilityrecord"
+ARCHIVE_TABLE = "visibility_archivedvisibilityrecord"
+"""The archive index (visibility.models.ArchivedVisibilityRecord): the same columns, closed runs only."""
 MAX_SORT = 2**63 - 1
 """close_sort of a run that has not closed: open runs come first in the default order."""
 
@@ -207,8 +209,9 @@ _FROM_JSON_SQLITE[SaType.Datetime] = _FROM_JSON_SQLITE[SaType.Int]
 def slots_fill_txn(
     namespace_id: uuid.UUID, slots: Mapping[str, str], connection: BaseDatabaseWrapper | None = None
 ) -> int:
-    """Set slot columns of every record of a namespace from the JSON documents, inside the caller's
-    transaction: each slot to its attribute's value there, or NULL where the record has none.
+    """Set slot columns of every record of a namespace (live and archived) from the JSON documents,
+    inside the caller's transaction: each slot to its attribute's value there, or NULL where the record
+    has none.
 
     One statement for all the slots, so no record is rewritten twice. Returns how many records changed.
 
@@ -237,16 +240,20 @@ def slots_fill_txn(
         where_params.append(key)
     if not sets:
         return 0
+    changed = 0
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {TABLE} SET {', '.join(sets)} WHERE namespace_id = %s AND ({' OR '.join(wheres)})",
-            [*params, db_uuid(namespace_id, connection), *where_params],
-        )
-        return int(cursor.rowcount)
+        for table in (TABLE, ARCHIVE_TABLE):
+            cursor.execute(
+                f"UPDATE {table} SET {', '.join(sets)} WHERE namespace_id = %s AND ({' OR '.join(wheres)})",
+                [*params, db_uuid(namespace_id, connection), *where_params],
+            )
+            changed += int(cursor.rowcount)
+    return changed
 
 
 def slot_clear_txn(namespace_id: uuid.UUID, slot: str, connection: BaseDatabaseWrapper | None = None) -> int:
-    """Empty one slot column in every record of a namespace, inside the caller's transaction; how many.
+    """Empty one slot column in every record of a namespace (live and archived), inside the caller's
+    transaction; how many.
 
     Raises:
         ValueError: not a slot column.
@@ -254,9 +261,26 @@ def slot_clear_txn(namespace_id: uuid.UUID, slot: str, connection: BaseDatabaseW
     if slot not in SLOT_TYPES:
         raise ValueError(f"not a slot column: {slot!r}")
     connection = connection or default_connection
+    cleared = 0
+    with connection.cursor() as cursor:
+        for table in (TABLE, ARCHIVE_TABLE):
+            cursor.execute(
+                f"UPDATE {table} SET {slot} = NULL WHERE namespace_id = %s AND {slot} IS NOT NULL",
+                [db_uuid(namespace_id, connection)],
+            )
+            cleared += int(cursor.rowcount)
+    return cleared
+
+
+def archive_copy_txn(execution_id: int, uri: str, connection: BaseDatabaseWrapper | None = None) -> None:
+    """Copy a closed run's live record into the archive index (replacing an earlier copy), inside the
+    caller's transaction: the record as it is, memo still sealed, slot columns as they are."""
+    connection = connection or default_connection
+    columns = ", ".join((*RECORD_COLUMNS, *SLOT_COLUMNS))
+    updates = ", ".join(f"{c} = excluded.{c}" for c in (*RECORD_COLUMNS[1:], *SLOT_COLUMNS, "uri"))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {TABLE} SET {slot} = NULL WHERE namespace_id = %s AND {slot} IS NOT NULL",
-            [db_uuid(namespace_id, connection)],
+            f"INSERT INTO {ARCHIVE_TABLE} ({columns}, uri) SELECT {columns}, %s FROM {TABLE} "
+            f"WHERE execution_id = %s ON CONFLICT (execution_id) DO UPDATE SET {updates}",
+            [uri, execution_id],
         )
-        return int(cursor.rowcount)
