@@ -13,6 +13,7 @@ from engine.api.rpc import (
     activity_tasks,
     batches,
     deployments,
+    legacy_versioning,
     namespaces,
     operator,
     schedules,
@@ -42,6 +43,12 @@ class WorkflowService(generated.WorkflowServiceServicer):
     DeleteWorkerDeploymentVersion = handler(deployments.delete_worker_deployment_version)
     DeleteWorkerDeployment = handler(deployments.delete_worker_deployment)
     UpdateWorkerDeploymentVersionMetadata = handler(deployments.update_worker_deployment_version_metadata)
+
+    UpdateWorkerBuildIdCompatibility = handler(legacy_versioning.update_worker_build_id_compatibility)
+    GetWorkerBuildIdCompatibility = handler(legacy_versioning.get_worker_build_id_compatibility)
+    GetWorkerTaskReachability = handler(legacy_versioning.get_worker_task_reachability)
+    UpdateWorkerVersioningRules = handler(legacy_versioning.update_worker_versioning_rules)
+    GetWorkerVersioningRules = handler(legacy_versioning.get_worker_versioning_rules)
 
     RegisterNamespace = handler(namespaces.register_namespace)
     DescribeNamespace = handler(namespaces.describe_namespace)

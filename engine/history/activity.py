@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio.api.command.v1 import ScheduleActivityTaskCommandAttributes
-from temporalio.api.common.v1 import Payloads, RetryPolicy
+from temporalio.api.common.v1 import Payloads, RetryPolicy, WorkerVersionStamp
 from temporalio.api.enums.v1 import RetryState, TaskQueueKind, TimeoutType, WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure, TimeoutFailureInfo
 from temporalio.api.history.v1 import (
@@ -221,6 +221,7 @@ def start(
     attempt: int,
     identity: str,
     request_id: str,
+    build_id: str = "",
     task_queue: str | None = None,
     visible_at: datetime | None = None,
 ) -> ActivityInfo:
@@ -242,6 +243,7 @@ def start(
         info.started_time = m.now
         info.started_identity = identity
         info.started_request_id = request_id
+        info.started_build_id = build_id
     m.drop_timers(TimerKind.ACTIVITY_TIMEOUT, scheduled_event_id, attempt)  # this attempt's schedule-to-start
     m.timer(
         TimerKind.ACTIVITY_TIMEOUT,
@@ -295,6 +297,9 @@ def _started_event(m: Mutation, info: ActivityInfo) -> int:
                 request_id=info.started_request_id,
                 attempt=info.attempt,
                 last_failure=Failure.FromString(info.last_failure) if info.last_failure else None,
+                worker_version=WorkerVersionStamp(build_id=info.started_build_id)
+                if info.started_build_id
+                else None,
             )
         ),
         at=info.started_time,
@@ -411,6 +416,7 @@ def _next_attempt(info: ActivityInfo, failure: Failure) -> None:
         info.last_worker_identity = info.started_identity
         info.started_identity = ""
         info.started_request_id = ""
+        info.started_build_id = ""
         info.last_failure = failure.SerializeToString()
 
 

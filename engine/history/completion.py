@@ -115,6 +115,7 @@ def complete(
             attempt=1,
             identity=request.identity,
             request_id=m.ids.request_id(),
+            build_id=versioned.stamp.build_id if versioned.stamp is not None else "",
         )
         result.activities.append(info)
     if not state.running:

@@ -67,6 +67,8 @@ class ActivityInfo(msgspec.Struct, kw_only=True):
     started_time: datetime | None = None
     started_identity: str = ""
     started_request_id: str = ""
+    started_build_id: str = ""
+    """The build id the attempt's worker stamped on its poll (ActivityTaskStarted's worker_version)."""
     last_heartbeat_time: datetime | None = None
     heartbeat_details: bytes = b""
     last_failure: bytes = b""

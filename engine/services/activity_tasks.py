@@ -56,7 +56,7 @@ def started(execution: Execution, m: Mutation, info: ActivityInfo) -> StartedAct
 
 
 def poll_once(
-    *, namespace: Namespace, task_queue: str, identity: str, request_id: str
+    *, namespace: Namespace, task_queue: str, identity: str, request_id: str, build_id: str = ""
 ) -> StartedActivityTask | queue.NotYet:
     def start(execution: Execution, m: Mutation, task: Task) -> StartedActivityTask:
         info = activity.start(
@@ -65,6 +65,7 @@ def poll_once(
             attempt=task.attempt,
             identity=identity,
             request_id=request_id,
+            build_id=build_id,
             task_queue=task.task_queue,
             visible_at=task.visible_at,
         )

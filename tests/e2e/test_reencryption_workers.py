@@ -59,6 +59,22 @@ def _postgres_job(url: str) -> Callable[[], Row | None]:
     return read
 
 
+def _hold_run(url: str, position: int) -> psycopg.Connection:
+    """Lock the history of the namespace's run at `position` (in the job's order) until the returned
+    connection closes: the job moves every batch before it, then waits there, so a test sees it half way
+    however fast the worker is (60 small batches can finish before the CLI that queued them has exited).
+    Only re-encryption updates a history batch in place; the shard worker's other passes go on."""
+    conn = psycopg.connect(url)
+    conn.execute(
+        "SELECT h.id FROM engine_historybatch h WHERE h.execution_id = ("
+        "  SELECT e.id FROM engine_execution e JOIN tenants_namespace n ON n.id = e.namespace_id"
+        "  WHERE n.name = 'default' ORDER BY e.id OFFSET %s LIMIT 1"
+        ") FOR UPDATE",
+        (position,),
+    )
+    return conn
+
+
 def _follow(read: Callable[[], Row | None], until: Callable[[Row], bool], seconds: float = 60) -> list[Row]:
     """The job's row as seen every 20 ms until `until` holds."""
     seen: list[Row] = []
@@ -89,12 +105,14 @@ async def test_a_queued_job_is_moved_by_the_shard_worker_with_its_progress_visib
     ):
         await _start_runs(running.address)
         running.cli("namespace", "rotate-key", "default", "--no-reencrypt")
-        out = running.cli("namespace", "reencrypt", "default")
-        # The CLI only queued it: the shard worker moves it after the CLI has returned.
-        assert "queued for the shard workers" in out, out
         read = _postgres_job(url)
+        with _hold_run(url, RUNS // 2):
+            out = running.cli("namespace", "reencrypt", "default")
+            # The CLI only queued it: the shard worker moves it after the CLI has returned.
+            assert "queued for the shard workers" in out, out
+            halfway = _follow(read, lambda row: row[1] >= RUNS // 2)[-1]
+            assert (halfway[1], halfway[3]) == (RUNS // 2, False), halfway  # progress shows while it moves
         seen = _follow(read, lambda row: row[3])
-        assert any(0 < done < RUNS for _, done, _, _ in seen), seen  # progress shows while it moves
         _assert_moved(running, seen[-1])
         # `--wait` follows the queued job to its end, as the CLI did when it ran the job itself.
         running.cli("namespace", "rotate-key", "default", "--no-reencrypt")
@@ -112,10 +130,12 @@ async def test_a_shard_worker_killed_mid_job_has_it_finished_by_the_restarted_wo
     ):
         await _start_runs(running.address)
         running.cli("namespace", "rotate-key", "default", "--no-reencrypt")
-        running.cli("namespace", "reencrypt", "default")
         read = _postgres_job(url)
-        seen = _follow(read, lambda row: row[1] >= RUNS // 4)
-        running.kill("worker")
+        with _hold_run(url, RUNS // 4):
+            running.cli("namespace", "reencrypt", "default")
+            _follow(read, lambda row: row[1] >= RUNS // 4)
+            # Killed while its next batch waits for the held run: that batch never commits.
+            running.kill("worker")
         _, at_kill, _, finished = read()
         assert not finished
         assert at_kill < RUNS

@@ -1,4 +1,5 @@
-"""GetSystemInfo advertises only what is served: each capability it claims works, the ones it omits are not served."""
+"""GetSystemInfo advertises only what is served: each capability it claims works, the ones it omits are not
+served, and the deprecated build-id APIs are refused as the real dev server refuses them by default."""
 
 from __future__ import annotations
 
@@ -7,35 +8,56 @@ from temporalio.api.workflowservice.v1 import (
     GetSystemInfoRequest,
     GetWorkerBuildIdCompatibilityRequest,
     GetWorkerTaskReachabilityRequest,
+    GetWorkerVersioningRulesRequest,
     UpdateWorkerBuildIdCompatibilityRequest,
+    UpdateWorkerVersioningRulesRequest,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from engine.api.rpc import legacy_versioning
 from tests.e2e.conftest import new_id
 
 
-async def test_build_id_versioning_is_not_claimed_and_its_rpcs_say_unimplemented(client):
+async def test_build_id_versioning_is_claimed_and_the_deprecated_apis_are_refused_as_on_temporal(client):
     info = await client.workflow_service.get_system_info(GetSystemInfoRequest())
-    assert not info.capabilities.build_id_based_versioning
+    assert info.capabilities.build_id_based_versioning
     assert not info.capabilities.nexus
     assert not info.capabilities.server_scaled_deployments
-    for call, request in [
+    for call, request, message in [
         (
             client.workflow_service.update_worker_build_id_compatibility,
             UpdateWorkerBuildIdCompatibilityRequest(namespace=client.namespace, task_queue="tq"),
+            legacy_versioning.VERSION_SETS_OFF,
         ),
         (
             client.workflow_service.get_worker_build_id_compatibility,
             GetWorkerBuildIdCompatibilityRequest(namespace=client.namespace, task_queue="tq"),
+            legacy_versioning.VERSION_SETS_OFF,
         ),
         (
             client.workflow_service.get_worker_task_reachability,
             GetWorkerTaskReachabilityRequest(namespace=client.namespace, build_ids=["b"]),
+            legacy_versioning.RULES_OFF,
+        ),
+        (
+            client.workflow_service.get_worker_versioning_rules,
+            GetWorkerVersioningRulesRequest(namespace=client.namespace, task_queue="tq"),
+            legacy_versioning.RULES_OFF,
+        ),
+        (
+            client.workflow_service.update_worker_versioning_rules,
+            UpdateWorkerVersioningRulesRequest(namespace=client.namespace, task_queue="tq"),
+            legacy_versioning.RULES_OFF,
         ),
     ]:
         with pytest.raises(RPCError) as refused:
             await call(request)
-        assert refused.value.status == RPCStatusCode.UNIMPLEMENTED
+        assert (refused.value.status, refused.value.message) == (RPCStatusCode.PERMISSION_DENIED, message)
+
+    unknown = UpdateWorkerBuildIdCompatibilityRequest(namespace=new_id("no-such-ns"), task_queue="tq")
+    with pytest.raises(RPCError) as refused:
+        await client.workflow_service.update_worker_build_id_compatibility(unknown)
+    assert refused.value.status == RPCStatusCode.NOT_FOUND
 
 
 async def test_claimed_count_group_by_execution_status_is_served(client, task_queue):

@@ -1,7 +1,8 @@
 """Differential GetSystemInfo test: Perdura advertises the real server's capabilities minus what it does not serve.
 
-Server 1.32.0 (the dev server) also claims build-id based versioning, Nexus and server-scaled deployments;
-Perdura serves none of them (README, Known limits), so it must not claim them (issue 16).
+Server 1.32.0 (the dev server) also claims Nexus and server-scaled deployments; Perdura serves neither
+(README, Known limits), so it must not claim them (issue 16). Both claim build-id based versioning, which
+makes the SDKs stamp their build id on polls and completions (tests/reference/test_build_id_differential.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 
 pytestmark = pytest.mark.reference
 
-NOT_SERVED = {"buildIdBasedVersioning", "nexus", "serverScaledDeployments"}
+NOT_SERVED = {"nexus", "serverScaledDeployments"}
 
 
 async def test_capabilities_are_the_real_servers_minus_what_perdura_does_not_serve(both_clients):

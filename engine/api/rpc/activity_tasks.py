@@ -41,6 +41,7 @@ async def poll_activity_task_queue(
             task_queue=request.task_queue.name,
             identity=request.identity,
             request_id=request_id,
+            build_id=request.worker_version_capabilities.build_id,
         ),
     )
     if started is None:

@@ -1,8 +1,10 @@
 """GetSystemInfo: the server version and the capabilities the SDKs check before using a feature.
 
-Only what Perdura serves is advertised (issue 16): not build-id based versioning (the older API of
-UpdateWorkerBuildIdCompatibility and versioning rules is not served; worker deployments are, and no
-capability announces them), not Nexus, not server-scaled deployments, which Server 1.32 claims too.
+Only what Perdura serves is advertised (issue 16): not Nexus, not server-scaled deployments, which
+Server 1.32 claims too. Build-id based versioning is claimed as the real dev server claims it: the SDKs
+then stamp their polls and completions with their build id, which the workflow task events record; the
+deprecated version-set and rules APIs are refused as that server refuses them by default
+(engine/api/rpc/legacy_versioning.py).
 tests/reference/test_system_info_differential.py compares the answer with the real server's.
 """
 
@@ -18,6 +20,7 @@ CAPABILITIES = rr.GetSystemInfoResponse.Capabilities(
     internal_error_differentiation=True,
     activity_failure_include_heartbeat=True,
     encoded_failure_attributes=True,
+    build_id_based_versioning=True,
     supports_schedules=True,
     upsert_memo=True,
     sdk_metadata=True,
