@@ -42,6 +42,26 @@ def next_task(
     return rows[0] if rows else None
 
 
+def held_by_another_claim(
+    namespace_id: uuid.UUID, kinds: list[int], task_queue: str, exclude: list[int] | None = None
+) -> bool:
+    """Whether a visible task `next_task` skipped because another claim holds its row (Postgres only: on
+    SQLite claims take turns). That claim may be a poller of another worker version that will leave it."""
+    if not connection.features.has_select_for_update_skip_locked:
+        return False
+    excluded = " AND id NOT IN (" + ", ".join(["%s"] * len(exclude)) + ")" if exclude else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM engine_task WHERE namespace_id = %s AND kind IN ("
+            + ", ".join(["%s"] * len(kinds))
+            + ") AND task_queue = %s AND visible_at <= %s"
+            + excluded
+            + " LIMIT 1",
+            [store.uuid_param(namespace_id), *kinds, task_queue, clock.now(), *(exclude or [])],
+        )
+        return cursor.fetchone() is not None
+
+
 def delete(task: Task) -> None:
     """Remove a claimed (or discarded) task row, inside the claiming transaction."""
     with connection.cursor() as cursor:

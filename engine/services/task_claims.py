@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TypeVar
 
 from perdura import clock
@@ -21,6 +22,8 @@ from engine.services.write_path import apply_locked, in_transaction
 
 T = TypeVar("T")
 _MAX_STALE_PER_CLAIM = 50
+HELD_RECHECK = timedelta(milliseconds=50)
+"""How soon a versioned poller looks again at a queue whose only visible task another claim holds."""
 
 
 class _Discarded(enum.Enum):
@@ -54,6 +57,15 @@ def claim(
     def take() -> T | queue.NotYet | _Discarded:
         task = queue.next_task(namespace_id, kinds, task_queue, exclude=skipped)
         now = clock.now()
+        if (
+            task is None
+            and router is not None
+            and queue.held_by_another_claim(namespace_id, kinds, task_queue, exclude=skipped)
+        ):
+            # Both versions' pollers were woken for it; the other may be looking at it now only to leave
+            # it for this one, and would not wake this one again: look again in a moment, not at the
+            # 5 s re-check (what delayed the first run after a ramp on Postgres).
+            return queue.NotYet(now + HELD_RECHECK)
         if task is None or task.visible_at > now:
             return queue.NotYet(task.visible_at if task is not None else None)
         if task.kind == TaskKind.QUERY:
