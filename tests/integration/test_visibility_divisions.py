@@ -57,3 +57,19 @@ def test_the_first_standalone_activity_turns_the_division_on_for_workflow_filter
 
     _start(namespace, "job-2")  # later starts leave the flag as it is
     assert Namespace.objects.get(pk=namespace.pk).has_standalone_activities
+
+
+@pytest.mark.parametrize(
+    "query", ["", "GROUP BY ExecutionStatus", "ExecutionStatus = 'Running'", "ExecutionStatus != 'Running'"]
+)
+def test_a_count_over_the_status_alone_is_narrowed_to_workflows_without_the_flag(query: str) -> None:
+    """Only with the division's condition may Postgres count in the narrow partial (namespace, status)
+    index (tests/integration/test_visibility_plans.py): it changes nothing where no activity started."""
+    owner, _ = signup()
+    namespace = Namespace.objects.get(pk=create_namespace(owner, "orders")["id"])
+    counted = selectors.filter_parse(namespace_id=namespace.id, query=query, count=True).where
+    assert _leaves_activities_out(counted if query in ("", "GROUP BY ExecutionStatus") else counted.items[1])
+    # A list, and a count over another attribute, keep the indexes that lack workflow_id.
+    assert not _leaves_activities_out(selectors.filter_parse(namespace_id=namespace.id, query="").where)
+    typed = selectors.filter_parse(namespace_id=namespace.id, query="WorkflowType = 'Refund'", count=True)
+    assert isinstance(typed.where, ast.Compare)
