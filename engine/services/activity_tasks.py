@@ -18,7 +18,7 @@ from engine.history.state import ActivityInfo
 from engine.matching import queue
 from engine.models import Execution, Task
 from engine.persistence import store
-from engine.services import task_claims
+from engine.services import task_claims, task_routing
 from engine.services.write_path import run_update
 from engine.tokens import TaskToken
 from tenants.models import Namespace
@@ -56,8 +56,16 @@ def started(execution: Execution, m: Mutation, info: ActivityInfo) -> StartedAct
 
 
 def poll_once(
-    *, namespace: Namespace, task_queue: str, identity: str, request_id: str, build_id: str = ""
+    *,
+    namespace: Namespace,
+    task_queue: str,
+    identity: str,
+    request_id: str,
+    build_id: str = "",
+    version: task_routing.PollerVersion | None = None,
 ) -> StartedActivityTask | queue.NotYet:
+    """Claim the queue's next activity task this poller may take (worker versioning: `version`)."""
+
     def start(execution: Execution, m: Mutation, task: Task) -> StartedActivityTask:
         info = activity.start(
             m,
@@ -71,7 +79,8 @@ def poll_once(
         )
         return started(execution, m, info)
 
-    return task_claims.claim(namespace.id, TaskKind.ACTIVITY, task_queue, start)
+    router = task_routing.router_for(namespace.id, version)
+    return task_claims.claim(namespace.id, TaskKind.ACTIVITY, task_queue, start, router=router)
 
 
 def _update(namespace: Namespace, token: TaskToken, apply: Callable[[Execution, Mutation], object]) -> object:

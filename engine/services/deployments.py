@@ -309,7 +309,9 @@ def _bump(deployment: WorkerDeployment, identity: str) -> None:
     # Tasks that waited for another version may now be for the pollers waiting on these queues.
     queues = deployment.task_queues.values_list("task_queue", flat=True)
     keys = {
-        notify.task_queue_key(deployment.namespace_id, TaskKind.WORKFLOW, q): _WAKE_POLLERS for q in queues
+        notify.task_queue_key(deployment.namespace_id, kind, q): _WAKE_POLLERS
+        for q in queues
+        for kind in (TaskKind.WORKFLOW, TaskKind.ACTIVITY)
     }
     notify.publish_on_commit(keys)
 

@@ -79,7 +79,11 @@ def claim(
         if execution is None:
             queue.delete(task)
             return _DISCARDED
-        if router is not None and not router.accepts(store.decode_state(execution)):
+        if router is not None and task.kind == TaskKind.ACTIVITY:
+            if not router.accepts_activity(store.decode_state(execution), task.task_queue):
+                skipped.append(task.pk)
+                return _DISCARDED
+        elif router is not None and not router.accepts(store.decode_state(execution)):
             if task.task_queue != execution.task_queue:
                 apply_locked(execution, lambda _e, m: workflow_task.unstick(m), now=now)
                 queue.delete(task)

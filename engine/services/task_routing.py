@@ -1,4 +1,4 @@
-"""Which versioned (or unversioned) poller a run's workflow and query tasks are for.
+"""Which versioned (or unversioned) poller a run's workflow, query and activity tasks are for.
 
 Worker versioning as Temporal 1.32 routes it: a run pinned to a deployment version (its last workflow task
 completed on that version with the PINNED behaviour) only goes to pollers of that version. Any other run
@@ -81,6 +81,23 @@ class Router:
             return False
         return routed_build_id(mine[0], state.workflow_id, state.use_ramping) == poller.build_id
 
+    def accepts_activity(self, state: MutableState, task_queue: str) -> bool:
+        """Whether an activity task of the run on `task_queue` is for this poller. As in Temporal: a pinned
+        run's activity goes to its version when that version's deployment polls the queue; any other
+        goes where the queue's deployments route the run (current or ramping version), or to unversioned
+        pollers when no deployment routes it. A standalone activity has no version of its own."""
+        pinned = pinned_to(state)
+        deployments = self._queue_deployments_of(task_queue)
+        if pinned is not None and any(d.name == pinned.deployment_name for d in deployments):
+            return pinned == self._poller
+        poller = self._poller
+        if poller is None:
+            return all(not routed_build_id(d, state.workflow_id, state.use_ramping) for d in deployments)
+        mine = [d for d in deployments if d.name == poller.deployment_name]
+        if not mine:
+            return False
+        return routed_build_id(mine[0], state.workflow_id, state.use_ramping) == poller.build_id
+
     def target_changed(self, state: MutableState) -> bool:
         """A run pinned by its workers' behaviour whose deployment now routes elsewhere (Temporal tells it,
         so that it can continue as new onto the new version)."""
@@ -99,12 +116,15 @@ class Router:
         if self._poller is not None:
             found = self._deployment(self._poller.deployment_name)
             return [found] if found is not None else []
-        if state.task_queue not in self._queue_deployments:
+        return self._queue_deployments_of(state.task_queue)
+
+    def _queue_deployments_of(self, task_queue: str) -> list[WorkerDeployment]:
+        if task_queue not in self._queue_deployments:
             rows = WorkerDeploymentTaskQueue.objects.filter(
-                namespace_id=self._namespace_id, task_queue=state.task_queue
+                namespace_id=self._namespace_id, task_queue=task_queue
             ).select_related("deployment")
-            self._queue_deployments[state.task_queue] = [row.deployment for row in rows]
-        return self._queue_deployments[state.task_queue]
+            self._queue_deployments[task_queue] = [row.deployment for row in rows]
+        return self._queue_deployments[task_queue]
 
     def _deployment(self, name: str) -> WorkerDeployment | None:
         if name not in self._deployments:

@@ -20,6 +20,7 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 from tests.e2e import deployment_workflows as dw
 from tests.e2e.conftest import new_id
 from tests.e2e.test_worker_deployments import set_current, set_ramping, visible
+from tests.reference.test_activity_routing_differential import activity_routing_story
 
 
 def worker(client: Client, queue: str, version: WorkerDeploymentVersion, *workflows: type) -> Worker:
@@ -191,3 +192,13 @@ async def test_a_run_routed_to_one_version_reaches_its_waiting_poller_at_once(cl
             assert await run.result() == "v2"
             took.append(loop.time() - began)
         assert max(took) < 4.0, took
+
+
+async def test_a_pinned_runs_activities_stay_on_its_version_and_an_auto_upgrade_runs_move(client: Client):
+    """The story of tests/reference/test_activity_routing_differential.py (where the real server tells it)
+    on both servers: before activity tasks were routed, any poller of the queue took them, and a pinned
+    run's activity ran on the new current version three times in four."""
+    assert await activity_routing_story(client) == {
+        "pinned": ["v1", "unversioned"],
+        "auto": ["v2", "unversioned"],
+    }

@@ -31,6 +31,7 @@ async def poll_activity_task_queue(
     task_queues.poller_seen(namespace, task_queues.ACTIVITY, request)
     await deployments.poll_seen(namespace, request)
     request_id = str(uuid.uuid4())
+    version = deployments.poller_version(request)
     started = await waits.long_poll(
         context,
         namespace,
@@ -42,7 +43,9 @@ async def poll_activity_task_queue(
             identity=request.identity,
             request_id=request_id,
             build_id=request.worker_version_capabilities.build_id,
+            version=version,
         ),
+        group=f"{version.deployment_name}\x1f{version.build_id}" if version is not None else "",
     )
     if started is None:
         return rr.PollActivityTaskQueueResponse()

@@ -51,8 +51,10 @@ async def poll_seen(
     )
 
 
-def poller_version(request: rr.PollWorkflowTaskQueueRequest) -> task_routing.PollerVersion | None:
-    """The deployment version a workflow poller serves (None: unversioned), for task routing."""
+def poller_version(
+    request: rr.PollWorkflowTaskQueueRequest | rr.PollActivityTaskQueueRequest,
+) -> task_routing.PollerVersion | None:
+    """The deployment version a poller serves (None: unversioned), for task routing."""
     options = request.deployment_options
     if options.worker_versioning_mode != VERSIONED or not options.deployment_name or not options.build_id:
         return None
