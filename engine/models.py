@@ -424,6 +424,9 @@ class WorkerDeploymentVersion(models.Model):
     first_activation_at = models.DateTimeField(null=True)
     last_current_at = models.DateTimeField(null=True)
     last_deactivation_at = models.DateTimeField(null=True)
+    drained_at = models.DateTimeField(null=True)
+    """When drainage found no open run pinned to it (engine/services/drainage.py); null while draining."""
+    drainage_checked_at = models.DateTimeField(null=True)
     last_poll_at = models.DateTimeField()
     metadata = models.BinaryField(default=b"")
     last_modifier_identity = models.CharField(max_length=1000, blank=True, default="")

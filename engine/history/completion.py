@@ -9,7 +9,17 @@ from temporalio.api.update.v1 import Rejection
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
 from engine.errors import FailedPrecondition
-from engine.history import activity, commands, lifecycle, limits, pause, updates, versioning, workflow_task
+from engine.history import (
+    activity,
+    commands,
+    lifecycle,
+    limits,
+    pause,
+    updates,
+    versioning,
+    versioning_attributes,
+    workflow_task,
+)
 from engine.history.errors import StaleTask
 from engine.history.events import new_event, seconds
 from engine.history.mutation import Mutation, TaskKind, TimerKind
@@ -90,6 +100,8 @@ def complete(
         )
     )
     versioning.record(state, versioned)
+    if versioning_attributes.index(state, versioned.stamp, versioned.version):
+        m.search_attributes_changed = True
     state.workflow_task = None
     state.wft_attempt = 1
     state.last_completed_wft_started_event_id = wft.started_event_id

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
-from engine.history import commands, updates
+from engine.history import commands, updates, versioning, versioning_attributes
 from engine.history.errors import ResetRejected
 from engine.history.events import attributes, seconds
 from engine.history.lifecycle.signals import MAX_SIGNAL_REQUEST_IDS
@@ -142,10 +142,16 @@ def apply_event(state: MutableState, event: HistoryEvent, now: datetime) -> None
             wft.request_id = started.request_id
             wft.identity = started.identity
     elif kind == E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-        state.last_completed_wft_started_event_id = (
-            event.workflow_task_completed_event_attributes.started_event_id
-        )
+        completed = event.workflow_task_completed_event_attributes
+        state.last_completed_wft_started_event_id = completed.started_event_id
         state.workflow_task = None
+        version = completed.deployment_version if completed.HasField("deployment_version") else None
+        stamp = completed.worker_version if completed.HasField("worker_version") else None
+        declared = versioning.Declared(
+            completed.worker_deployment_name, version, completed.versioning_behavior, stamp
+        )
+        versioning.record(state, declared)
+        versioning_attributes.index(state, stamp, version)
     elif kind in (E.EVENT_TYPE_WORKFLOW_TASK_FAILED, E.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT):
         state.workflow_task = None
     elif kind == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:

@@ -19,7 +19,7 @@ from temporalio.api.history.v1 import (
 from temporalio.api.workflow.v1 import VersioningOverride, WorkflowExecutionOptions
 
 from engine.errors import FailedPrecondition, InvalidArgument, Unimplemented
-from engine.history import versioning
+from engine.history import versioning, versioning_attributes
 from engine.history.errors import require_running
 from engine.history.events import new_event
 from engine.history.mutation import Mutation
@@ -143,6 +143,8 @@ def update(
         versioning.apply_override(state, merged.versioning_override)
     else:
         versioning.clear_override(state)
+    if versioning_attributes.index(state):
+        m.search_attributes_changed = True
     _set_priority(state, merged.priority if merged.HasField("priority") else None)
     return merged
 

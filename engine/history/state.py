@@ -256,6 +256,8 @@ class MutableState(msgspec.Struct, kw_only=True):
     """The VersioningBehavior the last completed workflow task declared (pinned, auto-upgrade or none)."""
     deployment_name: str = ""
     deployment_build_id: str = ""
+    worker_deployment_name: str = ""
+    """The deployment named by the last completing worker, versioned or not (TemporalWorkerDeployment)."""
     use_ramping: bool = False
     """Continued as new with USE_RAMPING_VERSION: its first task goes to the ramping version, if any."""
     override_behavior: int = 0

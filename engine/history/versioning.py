@@ -64,6 +64,7 @@ def record(state: MutableState, fields: Declared) -> None:
     state.versioning_behavior = int(fields.behavior)
     state.deployment_name = fields.version.deployment_name if fields.version is not None else ""
     state.deployment_build_id = fields.version.build_id if fields.version is not None else ""
+    state.worker_deployment_name = fields.deployment_name
 
 
 def validate_override(override: VersioningOverride) -> None:

@@ -187,11 +187,14 @@ def list_deployments(namespace_id: uuid.UUID, *, after_id: int, page_size: int) 
 
 
 def status(deployment: WorkerDeployment, version: WorkerDeploymentVersion) -> int:
-    """The version's status. Drainage is not computed: a version no longer routed to reports DRAINING."""
+    """The version's status: a version no longer routed to drains until no open run is pinned to it
+    (engine/services/drainage.py)."""
     if deployment.current_build_id == version.build_id:
         return Status.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT
     if deployment.ramping_build_id == version.build_id:
         return Status.WORKER_DEPLOYMENT_VERSION_STATUS_RAMPING
+    if version.last_deactivation_at is not None and version.drained_at is not None:
+        return Status.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINED
     if version.last_deactivation_at is not None:
         return Status.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINING
     return Status.WORKER_DEPLOYMENT_VERSION_STATUS_INACTIVE
@@ -229,6 +232,8 @@ def _activate(version: WorkerDeploymentVersion, now: datetime) -> None:
     version.routing_changed_at = now
     version.first_activation_at = version.first_activation_at or now
     version.last_deactivation_at = None
+    version.drained_at = None
+    version.drainage_checked_at = None
 
 
 def _deactivate(deployment: WorkerDeployment, build_id: str, now: datetime) -> None:
@@ -236,7 +241,12 @@ def _deactivate(deployment: WorkerDeployment, build_id: str, now: datetime) -> N
     if not build_id or build_id in (deployment.current_build_id, deployment.ramping_build_id):
         return
     deployment.versions.filter(build_id=build_id).update(
-        current_since=None, ramping_since=None, routing_changed_at=now, last_deactivation_at=now
+        current_since=None,
+        ramping_since=None,
+        routing_changed_at=now,
+        last_deactivation_at=now,
+        drained_at=None,
+        drainage_checked_at=None,
     )
 
 
@@ -327,7 +337,7 @@ def delete_version(namespace_id: uuid.UUID, ref: Ref, *, skip_drainage: bool) ->
         text = version_string(ref.deployment_name, ref.build_id)
         if version.build_id in (deployment.current_build_id, deployment.ramping_build_id):
             raise FailedPrecondition(f"version '{text}' cannot be deleted since it is current or ramping")
-        if not skip_drainage and version.last_deactivation_at is not None:
+        if not skip_drainage and version.last_deactivation_at is not None and version.drained_at is None:
             raise FailedPrecondition(f"version '{text}' cannot be deleted since it is draining")
         if version.last_poll_at > clock.now() - ACTIVE_POLLER_WINDOW:
             raise FailedPrecondition(f"version '{text}' cannot be deleted since it has active pollers")

@@ -156,6 +156,10 @@ PERDURA_REENCRYPT_BATCH = int(env.number("PERDURA_REENCRYPT_BATCH", 50, integer=
 # The shortest retention the operator may give a namespace (`perdura namespace update --retention`);
 # tenants choose whole days (1-90).
 PERDURA_RETENTION_MIN_SECONDS = int(env.number("PERDURA_RETENTION_MIN_SECONDS", 30, integer=True))
+# A worker deployment version no longer routed to is DRAINING until no open run is pinned to it: counted
+# after this grace (visibility's lag), then at most once per refresh (Temporal's defaults: 3 min each).
+PERDURA_VERSION_DRAINAGE_GRACE_SECONDS = env.number("PERDURA_VERSION_DRAINAGE_GRACE_SECONDS", 180)
+PERDURA_VERSION_DRAINAGE_REFRESH_SECONDS = env.number("PERDURA_VERSION_DRAINAGE_REFRESH_SECONDS", 180)
 # The buckets namespaces may archive to (comma-separated); empty: any bucket the server's credentials reach.
 PERDURA_ARCHIVAL_BUCKETS = frozenset(
     b.strip() for b in os.environ.get("PERDURA_ARCHIVAL_BUCKETS", "").split(",") if b.strip()

@@ -8,12 +8,15 @@ and wait; 2.0 is made current; both runs are signalled and run an activity on ea
 server does (Server 1.32.0), asserted below so this file states it:
 - the pinned run's activity on its own queue runs on 1.0, its version, though 2.0 is current;
 - the auto-upgrade run's activity runs on 2.0, the version its workflow task moved to;
-- an activity on a queue no version of the deployment polls runs on that queue's unversioned worker.
+- an activity on a queue no version of the deployment polls runs on that queue's unversioned worker;
+- each run's search attributes name the version and behaviour in force, the versions it used and its
+  build ids (`BuildIds`, `TemporalUsedWorkerDeploymentVersions`, `TemporalWorkerDeployment...`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -82,7 +85,7 @@ def _versioned(client: Client, queue: str, version: WorkerDeploymentVersion, ans
 
 
 async def activity_routing_story(client: Client) -> dict[str, Any]:
-    name = new_id("activity-routing")
+    name = deployment = new_id("activity-routing")
     v1 = WorkerDeploymentVersion(deployment_name=name, build_id="1.0")
     v2 = WorkerDeploymentVersion(deployment_name=name, build_id="2.0")
     queue, other_queue = new_id("tq"), new_id("tq-plain")
@@ -104,12 +107,29 @@ async def activity_routing_story(client: Client) -> dict[str, Any]:
         await asyncio.sleep(1)  # the real server propagates routing to its matching partitions
         await pinned.signal(ActivitiesPinned.proceed)
         await auto.signal(ActivitiesAuto.proceed)
-        return {"pinned": await pinned.result(), "auto": await auto.result()}
+        results = {"pinned": await pinned.result(), "auto": await auto.result()}
+    for name, handle in (("pinned", pinned), ("auto", auto)):
+        described = await handle.describe()
+        fields = described.raw_description.workflow_execution_info.search_attributes.indexed_fields
+        attributes = {key: json.loads(p.data) for key, p in fields.items()}
+        results[f"{name} attributes"] = {
+            key: value.replace(deployment, "<deployment>")
+            if isinstance(value, str)
+            else [v.replace(deployment, "<deployment>") for v in value]
+            for key, value in attributes.items()
+        }
+    return results
 
 
 async def test_activity_tasks_follow_their_runs_version_as_on_the_real_server(both_clients):
     temporal, perdura = await asyncio.gather(
         activity_routing_story(both_clients["temporal"]), activity_routing_story(both_clients["perdura"])
     )
-    assert temporal == {"pinned": ["v1", "unversioned"], "auto": ["v2", "unversioned"]}
+    assert {k: temporal[k] for k in ("pinned", "auto")} == {
+        "pinned": ["v1", "unversioned"],
+        "auto": ["v2", "unversioned"],
+    }
+    assert temporal["pinned attributes"]["TemporalWorkerDeploymentVersion"] == "<deployment>:1.0"
+    assert temporal["pinned attributes"]["TemporalWorkflowVersioningBehavior"] == "Pinned"
+    assert temporal["auto attributes"]["TemporalWorkflowVersioningBehavior"] == "AutoUpgrade"
     assert perdura == temporal

@@ -8,12 +8,14 @@ The story: a worker with build id 1.0 runs a run's first workflow task and stops
 - every WorkflowTaskStarted and WorkflowTaskCompleted carries the worker's build id in `worker_version`
   (the SDK stamps it because both servers claim build-id based versioning), and so does
   ActivityTaskStarted, whether the activity was polled or started eagerly;
+- the run's `BuildIds` search attribute lists both build ids behind the `unversioned` sentinel;
 - the deprecated version-set and rules APIs are refused with PermissionDenied and the same messages.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -126,12 +128,15 @@ async def _story(client: Client) -> dict[str, Any]:
         after_new_task = await _query_until(handle, "1.1")
         await handle.signal(BuildIdStages.advance)
         result = await handle.result()
+    described = await handle.describe()
+    attributes = described.raw_description.workflow_execution_info.search_attributes.indexed_fields
     return {
         "on first worker": on_first,
         "replayed by the new worker": replayed_by_new,
         "after the new worker's task": after_new_task,
         "result": result,
         "stamps": await _stamps(handle),
+        "search attributes": {name: json.loads(p.data) for name, p in attributes.items()},
     }
 
 
@@ -153,6 +158,9 @@ async def test_the_current_build_id_and_the_task_events_stamps_match_the_real_se
     started, completed = "EVENT_TYPE_WORKFLOW_TASK_STARTED", "EVENT_TYPE_WORKFLOW_TASK_COMPLETED"
     assert temporal["stamps"][:2] == [(started, "1.0"), (completed, "1.0")]
     assert {build_id for _, build_id in temporal["stamps"][2:]} == {"1.1"}
+    assert temporal["search attributes"] == {
+        "BuildIds": ["unversioned", "unversioned:1.0", "unversioned:1.1"]
+    }
     assert stories["perdura"] == temporal
 
 

@@ -243,4 +243,6 @@ def test_unpause_removes_the_pause_info():
     run.run_wft(1, start_timer("t", 5))
     _pause(run, 2)
     _unpause(run, 3)
-    assert not run.state.search_attributes
+    attributes = SearchAttributes.FromString(run.state.search_attributes)
+    assert pause_info.ATTRIBUTE not in attributes.indexed_fields
+    assert set(attributes.indexed_fields) == {"BuildIds"}  # the unversioned worker's, kept by the server

@@ -27,7 +27,7 @@ from engine.models import WorkerDeployment
 from engine.models import WorkerDeploymentVersion as VersionRow
 from engine.proto_values import ts
 from engine.services import deployments as registry
-from engine.services import task_routing
+from engine.services import drainage, task_routing
 from tenants.models import Namespace
 
 Summary = WorkerDeploymentInfo.WorkerDeploymentVersionSummary
@@ -80,9 +80,12 @@ def _routing(d: WorkerDeployment) -> RoutingConfig:
 
 
 def _summary(d: WorkerDeployment, v: VersionRow) -> Summary:
+    drained = drainage.info(d, v)
     return Summary(
         version=registry.version_string(d.name, v.build_id),
         status=registry.status(d, v),  # type: ignore[arg-type]
+        drainage_status=drained.status if drained is not None else 0,  # type: ignore[arg-type]
+        drainage_info=drained,
         deployment_version=_deployment_version(d.name, v.build_id),
         create_time=ts(v.created_at),
         current_since_time=ts(v.current_since),
@@ -132,8 +135,11 @@ async def describe_worker_deployment(
 
     def read() -> rr.DescribeWorkerDeploymentResponse:
         d = registry.get_deployment(namespace.id, request.deployment_name)
+        versions = registry.versions(d)
+        for version in versions:
+            drainage.refresh(d, version)
         return rr.DescribeWorkerDeploymentResponse(
-            conflict_token=registry.conflict_token(d), worker_deployment_info=_info(d, registry.versions(d))
+            conflict_token=registry.conflict_token(d), worker_deployment_info=_info(d, versions)
         )
 
     return await dbthreads.run(read)
@@ -187,6 +193,7 @@ async def describe_worker_deployment_version(
     def read() -> rr.DescribeWorkerDeploymentVersionResponse:
         v = registry.get_version(namespace.id, ref)
         d = v.deployment
+        drainage.refresh(d, v)
         info = WorkerDeploymentVersionInfo(
             version=registry.version_string(d.name, v.build_id),
             status=registry.status(d, v),  # type: ignore[arg-type]
@@ -202,6 +209,7 @@ async def describe_worker_deployment_version(
             ramp_percentage=d.ramping_percentage if d.ramping_build_id == v.build_id else 0.0,
             metadata=registry.metadata(v),
             last_modifier_identity=v.last_modifier_identity,
+            drainage_info=drainage.info(d, v),
         )
         return rr.DescribeWorkerDeploymentVersionResponse(worker_deployment_version_info=info)
 

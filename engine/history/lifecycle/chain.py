@@ -13,7 +13,18 @@ from temporalio.api.history.v1 import (
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
-from engine.history import cron, limits, parking, pause, pause_info, retry, retry_jitter, subjects, versioning
+from engine.history import (
+    cron,
+    limits,
+    parking,
+    pause,
+    pause_info,
+    retry,
+    retry_jitter,
+    subjects,
+    versioning,
+    versioning_attributes,
+)
 from engine.history.events import duration, new_event, seconds
 from engine.history.lifecycle.closing import close
 from engine.history.lifecycle.run_start import Continuation, start
@@ -109,6 +120,8 @@ def continue_as_new(
         else None,
     )
     versioning.continue_as_new(state, new.state, attrs.initial_versioning_behavior)
+    if versioning.effective_version(new.state)[0]:
+        versioning_attributes.index(new.state)
     return new
 
 

@@ -12,7 +12,7 @@ from temporalio.api.history.v1 import WorkflowExecutionStartedEventAttributes
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
-from engine.history import versioning, workflow_task
+from engine.history import versioning, versioning_attributes, workflow_task
 from engine.history.errors import StaleTask
 from engine.history.events import duration, new_event, seconds
 from engine.history.mutation import Mutation, TimerKind
@@ -170,6 +170,8 @@ def start(
         versioning.apply_override(state, request.versioning_override)
     if inherited is not None:
         versioning.apply_inherited(state, attrs, inherited)
+    if versioning.effective_version(state)[0]:
+        versioning_attributes.index(state)  # a pinning override or a pinned parent's version
     state.start_attrs = attrs.SerializeToString()
     started = new_event(attrs)
     if request.HasField("user_metadata"):
