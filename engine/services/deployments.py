@@ -24,6 +24,7 @@ from engine import notify
 from engine.errors import FailedPrecondition, InvalidArgument, NotFound
 from engine.history.mutation import TaskKind
 from engine.models import WorkerDeployment, WorkerDeploymentTaskQueue, WorkerDeploymentVersion
+from engine.services import task_routing
 
 UNVERSIONED = "__unversioned__"
 """The version string that names no version: current or ramping unversioned workers."""
@@ -120,9 +121,11 @@ def poll_seen(namespace_id: uuid.UUID, deployment_name: str, build_id: str, task
 def _record_poll(namespace_id: uuid.UUID, deployment_name: str, build_id: str, task_queue: str) -> None:
     now = clock.now()
     with transaction.atomic():
-        deployment, _ = WorkerDeployment.objects.get_or_create(
+        deployment, created = WorkerDeployment.objects.get_or_create(
             namespace_id=namespace_id, name=deployment_name, defaults={"created_at": now}
         )
+        if created:
+            transaction.on_commit(lambda: task_routing.forget_deployments(namespace_id))
         updated = WorkerDeploymentVersion.objects.filter(deployment=deployment, build_id=build_id).update(
             last_poll_at=now
         )
@@ -352,6 +355,7 @@ def delete_deployment(namespace_id: uuid.UUID, name: str) -> None:
             raise FailedPrecondition("deployment has versions, can't be deleted")
         deployment.delete()
     forget_seen()
+    task_routing.forget_deployments(namespace_id)
 
 
 def metadata(version: WorkerDeploymentVersion) -> VersionMetadata:

@@ -12,6 +12,7 @@ so a routing change applies to tasks already queued, as on Temporal.
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -134,8 +135,30 @@ class Router:
         return self._deployments[name]
 
 
+DEPLOYMENTS_TTL_SECONDS = 1.0
+"""How long this process trusts what it read of whether a namespace has worker deployments. Every claim
+of an unversioned poller asked (6 reads per workflow on Postgres); a deployment another process creates
+is seen within this long, and one created here at once (`forget_deployments`)."""
+_has_deployments: dict[uuid.UUID, tuple[bool, float]] = {}
+
+
+def has_deployments(namespace_id: uuid.UUID) -> bool:
+    now = time.monotonic()
+    cached = _has_deployments.get(namespace_id)
+    if cached is not None and now < cached[1]:
+        return cached[0]
+    found = WorkerDeployment.objects.filter(namespace_id=namespace_id).exists()
+    _has_deployments[namespace_id] = (found, now + DEPLOYMENTS_TTL_SECONDS)
+    return found
+
+
+def forget_deployments(namespace_id: uuid.UUID) -> None:
+    """A deployment of the namespace was created or deleted here (after its commit)."""
+    _has_deployments.pop(namespace_id, None)
+
+
 def router_for(namespace_id: uuid.UUID, poller: PollerVersion | None) -> Router | None:
     """The router of one claim; None when no routing applies (an unversioned poller, no deployments)."""
-    if poller is None and not WorkerDeployment.objects.filter(namespace_id=namespace_id).exists():
+    if poller is None and not has_deployments(namespace_id):
         return None
     return Router(namespace_id, poller)
