@@ -98,7 +98,7 @@ def update(
         InvalidArgument: the override is incomplete, or the mask names part of it.
         FailedPrecondition: a pinned override names no version and the run is pinned to none, or names a
             version whose workers do not poll the run's task queue.
-        Unimplemented: a one-time override, or a time-skipping config.
+        Unimplemented: a time-skipping config.
     """
     state = m.state
     require_running(state)

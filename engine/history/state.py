@@ -264,6 +264,9 @@ class MutableState(msgspec.Struct, kw_only=True):
     override_deployment_name: str = ""
     override_build_id: str = ""
     """An operator's versioning override (start request): pinned to this version, or auto-upgrade."""
+    override_one_time: bool = False
+    """The pinning override is one-time: it routes like a pin until a task completes on its version, then
+    clears (VersioningOverride.one_time)."""
     """The deployment version that completed the run's last workflow task, for a versioned worker."""
     """Set while the run is paused (status PAUSED)."""
     standalone: StandaloneInfo | None = None

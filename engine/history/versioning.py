@@ -18,16 +18,13 @@ from temporalio.api.history.v1 import WorkflowExecutionStartedEventAttributes
 from temporalio.api.workflow.v1 import VersioningOverride, WorkflowExecutionVersioningInfo
 from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedRequest
 
-from engine.errors import InvalidArgument, Unimplemented
+from engine.errors import InvalidArgument
 from engine.history.state import MutableState
 
 VERSIONED = WorkerVersioningMode.WORKER_VERSIONING_MODE_VERSIONED
 UNSPECIFIED = VersioningBehavior.VERSIONING_BEHAVIOR_UNSPECIFIED
 PINNED = VersioningBehavior.VERSIONING_BEHAVIOR_PINNED
 AUTO_UPGRADE = VersioningBehavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE
-ONE_TIME_UNSERVED = (
-    "Perdura does not implement one-time versioning overrides yet (pinned and auto-upgrade are served)."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +56,12 @@ def declared(request: RespondWorkflowTaskCompletedRequest) -> Declared:
 
 
 def record(state: MutableState, fields: Declared) -> None:
-    """Keep what the completion declared on the run (an unversioned completion clears it)."""
+    """Keep what the completion declared on the run (an unversioned completion clears it); a one-time
+    override is fulfilled, and clears, when the task completed on its version."""
+    if state.override_one_time and fields.version is not None:
+        target = (state.override_deployment_name, state.override_build_id)
+        if (fields.version.deployment_name, fields.version.build_id) == target:
+            clear_override(state)
     state.use_ramping = False
     state.versioning_behavior = int(fields.behavior)
     state.deployment_name = fields.version.deployment_name if fields.version is not None else ""
@@ -72,7 +74,6 @@ def validate_override(override: VersioningOverride) -> None:
 
     Raises:
         InvalidArgument: the override is incomplete.
-        Unimplemented: a one-time override, which Perdura does not serve.
     """
     which = override.WhichOneof("override")
     if which == "auto_upgrade":
@@ -89,7 +90,12 @@ def validate_override(override: VersioningOverride) -> None:
             raise InvalidArgument("pinned override version needs a deployment name and a build id")
         return
     if which == "one_time":
-        raise Unimplemented(ONE_TIME_UNSERVED)
+        target = override.one_time.target_deployment_version
+        if not override.one_time.HasField("target_deployment_version"):
+            raise InvalidArgument("must provide target deployment version if override is one-time.")
+        if not target.deployment_name or not target.build_id:
+            raise InvalidArgument("one-time override version needs a deployment name and a build id")
+        return
     if override.behavior == PINNED:
         if not override.pinned_version and not override.HasField("deployment"):
             raise InvalidArgument(
@@ -102,12 +108,13 @@ def validate_override(override: VersioningOverride) -> None:
 def apply_override(state: MutableState, override: VersioningOverride) -> None:
     """Keep a (validated) override on the run: it decides the run's routing over what workers declare."""
     target = pinned_target(override)
+    clear_override(state)
     if target is None:
-        clear_override(state)
         state.override_behavior = int(AUTO_UPGRADE)
     else:
         state.override_behavior = int(PINNED)
         state.override_deployment_name, state.override_build_id = target
+        state.override_one_time = override.WhichOneof("override") == "one_time"
 
 
 def info(state: MutableState) -> WorkflowExecutionVersioningInfo | None:
@@ -136,6 +143,11 @@ def info(state: MutableState) -> WorkflowExecutionVersioningInfo | None:
 
 def override_of(state: MutableState) -> VersioningOverride | None:
     """The run's override as the API shows it (None: no override)."""
+    if state.override_behavior == PINNED and state.override_one_time:
+        override = VersioningOverride()
+        override.one_time.target_deployment_version.deployment_name = state.override_deployment_name
+        override.one_time.target_deployment_version.build_id = state.override_build_id
+        return override
     if state.override_behavior == PINNED:
         override = VersioningOverride()
         override.pinned.behavior = VersioningOverride.PINNED_OVERRIDE_BEHAVIOR_PINNED
@@ -151,6 +163,7 @@ def clear_override(state: MutableState) -> None:
     state.override_behavior = 0
     state.override_deployment_name = ""
     state.override_build_id = ""
+    state.override_one_time = False
 
 
 def effective_version(state: MutableState) -> tuple[int, str, str]:
@@ -167,6 +180,9 @@ def pinned_target(override: VersioningOverride) -> tuple[str, str] | None:
     which = override.WhichOneof("override")
     if which == "pinned":
         return override.pinned.version.deployment_name, override.pinned.version.build_id
+    if which == "one_time":
+        target = override.one_time.target_deployment_version
+        return target.deployment_name, target.build_id
     if which == "auto_upgrade" or override.behavior == AUTO_UPGRADE:
         return None
     if override.HasField("deployment"):
@@ -182,9 +198,10 @@ def continue_as_new(old: MutableState, new: MutableState, initial: int) -> None:
     AUTO_UPGRADE (it starts unpinned, on the current version) or USE_RAMPING_VERSION (on the ramping one);
     an override is kept as it was.
     """
-    new.override_behavior = old.override_behavior
-    new.override_deployment_name = old.override_deployment_name
-    new.override_build_id = old.override_build_id
+    if not old.override_one_time:  # a one-time override is the run's own, as on Temporal
+        new.override_behavior = old.override_behavior
+        new.override_deployment_name = old.override_deployment_name
+        new.override_build_id = old.override_build_id
     if initial == ContinueAsNewVersioningBehavior.CONTINUE_AS_NEW_VERSIONING_BEHAVIOR_USE_RAMPING_VERSION:
         new.use_ramping = True
         new.deployment_name = old.deployment_name
@@ -220,7 +237,8 @@ def inherited_by_child(
         return None
     if child_task_queue != parent.task_queue and not version_in_queue(child_task_queue, name, build_id):
         return None
-    override = override_of(parent) if parent.override_behavior == PINNED else None
+    pinning = parent.override_behavior == PINNED and not parent.override_one_time
+    override = override_of(parent) if pinning else None
     return Inherited(WorkerDeploymentVersion(deployment_name=name, build_id=build_id), override)
 
 

@@ -59,8 +59,8 @@ def workflow_update_options(
     Raises:
         NotFound: no such run, or it is closed.
         InvalidArgument: the override is incomplete, or the mask names part of it.
-        FailedPrecondition: a pinning override names no version the run's task queue knows.
-        Unimplemented: a one-time override or a time-skipping config is set.
+        FailedPrecondition: a pinning (or one-time) override names no version the run's task queue knows.
+        Unimplemented: a time-skipping config is set.
     """
 
     def in_queue(task_queue: str, deployment_name: str, build_id: str) -> bool:

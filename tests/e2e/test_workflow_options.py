@@ -2,8 +2,8 @@
 
 Priority and the versioning override are served (compared with the real server in
 tests/reference/test_options_differential.py and test_override_update_differential.py, where an override
-set here routes a run between versioned workers); a one-time override or a time-skipping config is refused
-UNIMPLEMENTED with the reason (README, Known limits).
+set here routes a run between versioned workers, and test_one_time_override_differential.py); a
+time-skipping config is refused UNIMPLEMENTED with the reason (README, Known limits).
 """
 
 from __future__ import annotations
@@ -25,10 +25,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tests.e2e.conftest import events, new_id
 from tests.support.reference import TEMPORAL
-
-ONE_TIME_UNSERVED = (
-    "Perdura does not implement one-time versioning overrides yet (pinned and auto-upgrade are served)."
-)
 
 
 def _request(handle, options: WorkflowExecutionOptions, *paths: str) -> UpdateWorkflowExecutionOptionsRequest:
@@ -117,11 +113,12 @@ async def test_what_perdura_cannot_honour_or_does_not_understand_is_refused(clie
             one_time=VersioningOverride.OneTimeOverride(target_deployment_version=version)
         )
     )
-    assert await _refusal(client, _request(handle, one_time, "versioning_override")) == (
-        "UNIMPLEMENTED",
-        ONE_TIME_UNSERVED,
-    )
     # A version no worker of the run's task queue polls: the run would wait for pollers that never come.
+    assert await _refusal(client, _request(handle, one_time, "versioning_override")) == (
+        "FAILED_PRECONDITION",
+        f"Pinned version '{version.deployment_name}:1.0' is not present in task queue '{task_queue}' "
+        "of type 'Workflow'",
+    )
     pinned = WorkflowExecutionOptions(
         versioning_override=VersioningOverride(
             pinned=VersioningOverride.PinnedOverride(

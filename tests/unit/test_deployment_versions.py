@@ -207,3 +207,43 @@ def test_a_child_inherits_its_pinned_parents_version_where_that_version_polls_it
     assert attrs.inherited_pinned_version.build_id == "2.0"
     assert attrs.versioning_override == passed_on.override
     assert task_routing.pinned_to(child) == task_routing.PollerVersion("orders", "2.0")
+
+
+def _one_time(build_id: str) -> VersioningOverride:
+    target = WorkerDeploymentVersion(deployment_name="orders", build_id=build_id)
+    return VersioningOverride(one_time=VersioningOverride.OneTimeOverride(target_deployment_version=target))
+
+
+def test_a_one_time_override_routes_like_a_pin_until_a_task_completes_on_its_version() -> None:
+    state = _state(versioning_behavior=AUTO_UPGRADE, deployment_name="orders", deployment_build_id="1.0")
+    versioning.validate_override(_one_time("2.0"))
+    versioning.apply_override(state, _one_time("2.0"))
+    assert task_routing.pinned_to(state) == task_routing.PollerVersion("orders", "2.0")
+    assert versioning.override_of(state) == _one_time("2.0")
+
+    # A completion on another version leaves it pending; one on its version fulfils and clears it.
+    other = versioning.Declared("orders", WorkerDeploymentVersion(deployment_name="orders", build_id="1.0"))
+    versioning.record(state, other)
+    assert versioning.override_of(state) == _one_time("2.0")
+    target = WorkerDeploymentVersion(deployment_name="orders", build_id="2.0")
+    versioning.record(state, versioning.Declared("orders", target, AUTO_UPGRADE))
+    assert versioning.override_of(state) is None
+    assert task_routing.pinned_to(state) is None  # auto-upgrade again, as the worker declared
+
+
+def test_a_one_time_override_is_the_runs_own_not_its_next_runs_nor_its_childrens() -> None:
+    state = _state(versioning_behavior=AUTO_UPGRADE, deployment_name="orders", deployment_build_id="1.0")
+    versioning.apply_override(state, _one_time("2.0"))
+    continued = _state()
+    versioning.continue_as_new(state, continued, 0)
+    assert versioning.override_of(continued) is None
+    inherited = versioning.inherited_by_child(state, state.task_queue, lambda *_: True)
+    assert inherited is not None
+    assert inherited.override is None
+
+
+def test_a_one_time_override_without_its_version_is_invalid() -> None:
+    with pytest.raises(
+        InvalidArgument, match="must provide target deployment version if override is one-time"
+    ):
+        versioning.validate_override(VersioningOverride(one_time=VersioningOverride.OneTimeOverride()))

@@ -9,7 +9,7 @@ from temporalio.api.deployment.v1 import WorkerDeploymentVersion
 from temporalio.api.enums.v1 import CommandType
 from temporalio.api.workflow.v1 import VersioningOverride, WorkflowExecutionOptions
 
-from engine.errors import FailedPrecondition, InvalidArgument, Unimplemented
+from engine.errors import FailedPrecondition, InvalidArgument
 from engine.history import activity, lifecycle, pause, pause_info, run_options, versioning
 from engine.history.errors import RunClosed, StaleTask
 from engine.history.mutation import TaskKind
@@ -173,7 +173,7 @@ def test_options_update_sets_checks_and_clears_a_versioning_override():
     one_time = VersioningOverride(
         one_time=VersioningOverride.OneTimeOverride(target_deployment_version=version)
     )
-    with pytest.raises(Unimplemented, match="one-time"):
+    with pytest.raises(FailedPrecondition, match=r"Pinned version 'orders:2.0' is not present in task queue"):
         _update(run, 1, WorkflowExecutionOptions(versioning_override=one_time), "versioning_override")
     with pytest.raises(InvalidArgument, match="partial updates"):
         _update(
