@@ -49,6 +49,11 @@ class WorkflowService(generated.WorkflowServiceServicer):
     GetWorkerTaskReachability = handler(legacy_versioning.get_worker_task_reachability)
     UpdateWorkerVersioningRules = handler(legacy_versioning.update_worker_versioning_rules)
     GetWorkerVersioningRules = handler(legacy_versioning.get_worker_versioning_rules)
+    DescribeDeployment = handler(legacy_versioning.describe_deployment)
+    ListDeployments = handler(legacy_versioning.list_deployments)
+    GetCurrentDeployment = handler(legacy_versioning.get_current_deployment)
+    SetCurrentDeployment = handler(legacy_versioning.set_current_deployment)
+    GetDeploymentReachability = handler(legacy_versioning.get_deployment_reachability)
 
     RegisterNamespace = handler(namespaces.register_namespace)
     DescribeNamespace = handler(namespaces.describe_namespace)

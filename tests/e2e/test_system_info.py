@@ -4,11 +4,17 @@ served, and the deprecated build-id APIs are refused as the real dev server refu
 from __future__ import annotations
 
 import pytest
+from temporalio.api.deployment.v1 import Deployment
 from temporalio.api.workflowservice.v1 import (
+    DescribeDeploymentRequest,
+    GetCurrentDeploymentRequest,
+    GetDeploymentReachabilityRequest,
     GetSystemInfoRequest,
     GetWorkerBuildIdCompatibilityRequest,
     GetWorkerTaskReachabilityRequest,
     GetWorkerVersioningRulesRequest,
+    ListDeploymentsRequest,
+    SetCurrentDeploymentRequest,
     UpdateWorkerBuildIdCompatibilityRequest,
     UpdateWorkerVersioningRulesRequest,
 )
@@ -53,6 +59,34 @@ async def test_build_id_versioning_is_claimed_and_the_deprecated_apis_are_refuse
         with pytest.raises(RPCError) as refused:
             await call(request)
         assert (refused.value.status, refused.value.message) == (RPCStatusCode.PERMISSION_DENIED, message)
+
+    # The Deployments of v0.30 are gone from Server 1.32 too: it says what replaced them.
+    deployment = Deployment(series_name="orders", build_id="1.0")
+    for call, request in [
+        (
+            client.workflow_service.describe_deployment,
+            DescribeDeploymentRequest(namespace=client.namespace, deployment=deployment),
+        ),
+        (client.workflow_service.list_deployments, ListDeploymentsRequest(namespace=client.namespace)),
+        (
+            client.workflow_service.get_current_deployment,
+            GetCurrentDeploymentRequest(namespace=client.namespace, series_name="orders"),
+        ),
+        (
+            client.workflow_service.set_current_deployment,
+            SetCurrentDeploymentRequest(namespace=client.namespace, deployment=deployment),
+        ),
+        (
+            client.workflow_service.get_deployment_reachability,
+            GetDeploymentReachabilityRequest(namespace=client.namespace, deployment=deployment),
+        ),
+    ]:
+        with pytest.raises(RPCError) as gone:
+            await call(request)
+        assert (gone.value.status, gone.value.message) == (
+            RPCStatusCode.UNIMPLEMENTED,
+            legacy_versioning.DEPLOYMENTS_GONE,
+        )
 
     unknown = UpdateWorkerBuildIdCompatibilityRequest(namespace=new_id("no-such-ns"), task_queue="tq")
     with pytest.raises(RPCError) as refused:

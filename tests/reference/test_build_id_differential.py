@@ -9,7 +9,8 @@ The story: a worker with build id 1.0 runs a run's first workflow task and stops
   (the SDK stamps it because both servers claim build-id based versioning), and so does
   ActivityTaskStarted, whether the activity was polled or started eagerly;
 - the run's `BuildIds` search attribute lists both build ids behind the `unversioned` sentinel;
-- the deprecated version-set and rules APIs are refused with PermissionDenied and the same messages.
+- the deprecated version-set and rules APIs are refused with PermissionDenied, and the Deployments of
+  v0.30 with Unimplemented, with the same messages.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 from temporalio import activity, workflow
 from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.deployment.v1 import Deployment
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 from temporalio.client import BuildIdOpAddNewDefault, Client, WorkflowHandle
@@ -140,12 +142,22 @@ async def _story(client: Client) -> dict[str, Any]:
     }
 
 
-async def _refusal(client: Client) -> tuple[str, str]:
-    try:
-        await client.update_worker_build_id_compatibility(new_id("tq"), BuildIdOpAddNewDefault("1.0"))
-    except RPCError as refused:
-        return refused.status.name, refused.message
-    return "OK", ""
+async def _refusal(client: Client) -> list[tuple[str, str]]:
+    answers = []
+    deployment = Deployment(series_name="orders", build_id="1.0")
+    for call in (
+        lambda: client.update_worker_build_id_compatibility(new_id("tq"), BuildIdOpAddNewDefault("1.0")),
+        lambda: client.workflow_service.describe_deployment(
+            rr.DescribeDeploymentRequest(namespace=client.namespace, deployment=deployment)
+        ),
+    ):
+        try:
+            await call()
+        except RPCError as refused:
+            answers.append((refused.status.name, refused.message))
+        else:
+            answers.append(("OK", ""))
+    return answers
 
 
 async def test_the_current_build_id_and_the_task_events_stamps_match_the_real_server(both_clients):
@@ -173,5 +185,5 @@ async def test_an_activity_started_event_carries_its_workers_build_id(both_clien
 
 async def test_the_deprecated_build_id_apis_are_refused_as_by_the_real_server(both_clients):
     answers = {name: await _refusal(client) for name, client in both_clients.items()}
-    assert answers["temporal"][0] == "PERMISSION_DENIED"
+    assert [status for status, _ in answers["temporal"]] == ["PERMISSION_DENIED", "UNIMPLEMENTED"]
     assert answers["perdura"] == answers["temporal"]

@@ -86,7 +86,7 @@ WORKER_CALLS = {
 """Implemented methods that need more than READ but are not audited: a worker's progress on work
 already admitted (README, Audit log: not recorded), and one read."""
 
-ALWAYS_REFUSED = {"UpdateWorkerBuildIdCompatibility", "UpdateWorkerVersioningRules"}
+ALWAYS_REFUSED = {"UpdateWorkerBuildIdCompatibility", "UpdateWorkerVersioningRules", "SetCurrentDeployment"}
 """Writes served only to refuse them, as the real dev server does by default: they change nothing
 (engine/api/rpc/legacy_versioning.py; tests/e2e/test_system_info.py checks every answer)."""
 
