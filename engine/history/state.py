@@ -264,6 +264,9 @@ class MutableState(msgspec.Struct, kw_only=True):
     override_deployment_name: str = ""
     override_build_id: str = ""
     """An operator's versioning override (start request): pinned to this version, or auto-upgrade."""
+    inherited_pinned: bool = False
+    """The run started pinned to a version it inherited (a pinned parent's child, or a pinned run's
+    continuation): its retries inherit the version too, while it stays pinned to it."""
     override_one_time: bool = False
     """The pinning override is one-time: it routes like a pin until a task completes on its version, then
     clears (VersioningOverride.one_time)."""

@@ -213,6 +213,24 @@ def continue_as_new(old: MutableState, new: MutableState, initial: int) -> None:
         new.versioning_behavior = old.versioning_behavior
         new.deployment_name = old.deployment_name
         new.deployment_build_id = old.deployment_build_id
+        new.inherited_pinned = True
+
+
+def carried_to_retry_or_cron(state: MutableState, *, retry: bool) -> Inherited | None:
+    """What the next run of a retry or cron chain keeps of the run's versioning (Temporal's rules): a
+    pinning override always; on a retry, also the pinned version the run itself inherited (a child of a
+    pinned parent, or a pinned run's continuation) while it is still pinned to it. A cron run inherits no
+    version. Both stay on the run's task queue, so no version needs checking."""
+    pinning = state.override_behavior == PINNED and not state.override_one_time
+    override = override_of(state) if pinning else None
+    pinned = None
+    if retry and state.inherited_pinned:
+        behavior, name, build_id = effective_version(state)
+        if behavior == PINNED and build_id:
+            pinned = WorkerDeploymentVersion(deployment_name=name, build_id=build_id)
+    if pinned is None and override is None:
+        return None
+    return Inherited(pinned, override)
 
 
 VersionInQueue = Callable[[str, str, str], bool]
@@ -248,6 +266,7 @@ def apply_inherited(
     """Record a child's inheritance on its start event and start it where its parent runs."""
     if inherited.pinned is not None:
         attrs.inherited_pinned_version.CopyFrom(inherited.pinned)
+        state.inherited_pinned = True
         state.versioning_behavior = PINNED
         state.deployment_name = inherited.pinned.deployment_name
         state.deployment_build_id = inherited.pinned.build_id

@@ -6,6 +6,7 @@ import asyncio
 
 from temporalio import workflow
 from temporalio.common import VersioningBehavior
+from temporalio.exceptions import ApplicationError
 
 
 @workflow.defn(name="DeploymentPinned", versioning_behavior=VersioningBehavior.PINNED)
@@ -196,4 +197,24 @@ class InheritChildV1:
 class InheritChildV2:
     @workflow.run
     async def run(self) -> str:
+        return "v2"
+
+
+@workflow.defn(name="RetriedAuto", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+class RetriedV1:
+    """Fails its first attempt; returns the build its later attempt ran on."""
+
+    @workflow.run
+    async def run(self) -> str:
+        if workflow.info().attempt == 1:
+            raise ApplicationError("first attempt fails")
+        return "v1"
+
+
+@workflow.defn(name="RetriedAuto", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+class RetriedV2:
+    @workflow.run
+    async def run(self) -> str:
+        if workflow.info().attempt == 1:
+            raise ApplicationError("first attempt fails")
         return "v2"

@@ -5,6 +5,7 @@ current version, and runs pinned to a version never reach other pollers."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 from temporalio.api.common.v1 import WorkflowType
@@ -13,7 +14,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflow.v1 import VersioningOverride
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 from temporalio.client import Client
-from temporalio.common import PinnedVersioningOverride, WorkerDeploymentVersion
+from temporalio.common import PinnedVersioningOverride, RetryPolicy, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
@@ -204,3 +205,26 @@ async def test_a_pinned_runs_activities_stay_on_its_version_and_an_auto_upgrade_
         "auto": ["v2", "unversioned"],
     }
     assert told["pinned attributes"]["TemporalWorkerDeploymentVersion"] == "<deployment>:1.0"
+
+
+async def test_a_pinning_override_is_kept_by_the_runs_retry(client: Client):
+    """Temporal's rule: a retry keeps the run's pinning override, so it runs on the pinned version though
+    another is current (before, the retry started without it and went to the current version)."""
+    name = new_id("retried")
+    v1 = WorkerDeploymentVersion(deployment_name=name, build_id="1.0")
+    v2 = WorkerDeploymentVersion(deployment_name=name, build_id="2.0")
+    queue = new_id("tq")
+    async with worker(client, queue, v1, dw.RetriedV1), worker(client, queue, v2, dw.RetriedV2):
+        await visible(client, v1)
+        await set_current(client, v2, (await visible(client, v2)).conflict_token)
+        run = await client.start_workflow(
+            "RetriedAuto",
+            id=new_id(),
+            task_queue=queue,
+            versioning_override=PinnedVersioningOverride(v1),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=2),
+        )
+        assert await run.result() == "v1"
+        described = await run.describe()
+        override = described.raw_description.workflow_execution_info.versioning_info.versioning_override
+        assert override.pinned.version.build_id == "1.0"

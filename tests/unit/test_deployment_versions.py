@@ -247,3 +247,35 @@ def test_a_one_time_override_without_its_version_is_invalid() -> None:
         InvalidArgument, match="must provide target deployment version if override is one-time"
     ):
         versioning.validate_override(VersioningOverride(one_time=VersioningOverride.OneTimeOverride()))
+
+
+def test_a_retry_keeps_a_pinned_version_the_run_inherited_and_a_cron_run_does_not() -> None:
+    child = _state()
+    parent_version = WorkerDeploymentVersion(deployment_name="orders", build_id="1.0")
+    versioning.apply_inherited(
+        child, WorkflowExecutionStartedEventAttributes(), versioning.Inherited(parent_version, None)
+    )
+    kept = versioning.carried_to_retry_or_cron(child, retry=True)
+    assert kept is not None
+    assert kept.pinned == parent_version
+    assert versioning.carried_to_retry_or_cron(child, retry=False) is None  # cron runs never inherit
+
+    # Pinned by its own worker, not inherited: a retry starts where routing sends it.
+    assert versioning.carried_to_retry_or_cron(_pinned_v1(), retry=True) is None
+
+
+def test_a_pinning_override_is_carried_to_retries_and_cron_runs_a_one_time_one_is_not() -> None:
+    state = _state()
+    pin = VersioningOverride(
+        pinned=VersioningOverride.PinnedOverride(
+            behavior=VersioningOverride.PINNED_OVERRIDE_BEHAVIOR_PINNED,
+            version=WorkerDeploymentVersion(deployment_name="orders", build_id="0.9"),
+        )
+    )
+    versioning.apply_override(state, pin)
+    for retry in (True, False):
+        kept = versioning.carried_to_retry_or_cron(state, retry=retry)
+        assert kept is not None
+        assert kept.override == pin
+    versioning.apply_override(state, _one_time("2.0"))
+    assert versioning.carried_to_retry_or_cron(state, retry=True) is None

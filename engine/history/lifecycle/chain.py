@@ -254,6 +254,7 @@ def _next_run(
         memo=Memo.FromString(state.memo) if state.memo else None,
         search_attributes=pause_info.inheritable(state.search_attributes),
     )
+    retrying = initiator == ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_RETRY
     return _start_continuation(
         m,
         request=request,
@@ -262,6 +263,7 @@ def _next_run(
         delay=delay,
         failure=failure,
         last_completion_result=last_completion_result,
+        inherited=versioning.carried_to_retry_or_cron(state, retry=retrying),
     )
 
 
@@ -274,8 +276,10 @@ def _start_continuation(
     delay: float,
     failure: Failure | None,
     last_completion_result: Payloads | None,
+    inherited: versioning.Inherited | None = None,
 ) -> Mutation:
-    """Start the next run of this chain (continue-as-new, retry, cron) from `request`, carrying the chain."""
+    """Start the next run of this chain (continue-as-new, retry, cron) from `request`, carrying the chain
+    (and what a retry or cron run keeps of the run's versioning, `inherited`)."""
     state = m.state
     return start(
         namespace_id=state.namespace_id,
@@ -296,4 +300,5 @@ def _start_continuation(
         ),
         first_task_backoff=delay,
         parent=state.parent,
+        inherited=inherited,
     )
