@@ -407,6 +407,8 @@ class WorkerDeployment(models.Model):
     ramping_percentage_changed_at = models.DateTimeField(null=True)
     revision = models.BigIntegerField(default=0)
     last_modifier_identity = models.CharField(max_length=1000, blank=True, default="")
+    create_request_id = models.CharField(max_length=255, blank=True, default="")
+    """The request id of the CreateWorkerDeployment that made it (its retry answers as the first did)."""
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="worker_deployment_name")]
@@ -427,9 +429,11 @@ class WorkerDeploymentVersion(models.Model):
     drained_at = models.DateTimeField(null=True)
     """When drainage found no open run pinned to it (engine/services/drainage.py); null while draining."""
     drainage_checked_at = models.DateTimeField(null=True)
-    last_poll_at = models.DateTimeField()
+    last_poll_at = models.DateTimeField(null=True)
+    """Null for a version made by CreateWorkerDeploymentVersion that no worker has polled yet (CREATED)."""
     metadata = models.BinaryField(default=b"")
     last_modifier_identity = models.CharField(max_length=1000, blank=True, default="")
+    create_request_id = models.CharField(max_length=255, blank=True, default="")
 
     class Meta:
         constraints = [

@@ -35,6 +35,8 @@ class WorkflowService(generated.WorkflowServiceServicer):
 
     GetSystemInfo = handler(system.get_system_info)
 
+    CreateWorkerDeployment = handler(deployments.create_worker_deployment)
+    CreateWorkerDeploymentVersion = handler(deployments.create_worker_deployment_version)
     DescribeWorkerDeployment = handler(deployments.describe_worker_deployment)
     ListWorkerDeployments = handler(deployments.list_worker_deployments)
     DescribeWorkerDeploymentVersion = handler(deployments.describe_worker_deployment_version)

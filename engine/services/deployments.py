@@ -21,7 +21,7 @@ from temporalio.api.deployment.v1 import VersionMetadata
 from temporalio.api.enums.v1 import WorkerDeploymentVersionStatus
 
 from engine import notify
-from engine.errors import FailedPrecondition, InvalidArgument, NotFound
+from engine.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from engine.history.mutation import TaskKind
 from engine.models import WorkerDeployment, WorkerDeploymentTaskQueue, WorkerDeploymentVersion
 from engine.services import task_routing
@@ -138,6 +138,67 @@ def _record_poll(namespace_id: uuid.UUID, deployment_name: str, build_id: str, t
         )
 
 
+# --- creation by API (CreateWorkerDeployment, CreateWorkerDeploymentVersion) ------------------------------
+
+
+def validate_new_name(name: str) -> None:
+    validate_name(name)
+    if "." in name:
+        raise InvalidArgument("worker deployment name cannot contain '.'")
+
+
+def create_deployment(
+    namespace_id: uuid.UUID, name: str, *, identity: str, request_id: str
+) -> WorkerDeployment:
+    """A deployment made before its workers poll (Server 1.32's messages). Its create request, sent again
+    with the same request id, answers as the first did.
+
+    Raises:
+        AlreadyExists: a deployment of that name exists (made by another request, or by polls).
+    """
+    with transaction.atomic():
+        found = WorkerDeployment.objects.filter(namespace_id=namespace_id, name=name).first()
+        if found is not None:
+            if request_id and found.create_request_id == request_id:
+                return found
+            raise AlreadyExists(f'Worker Deployment with name "{name}" already exists')
+        deployment = WorkerDeployment.objects.create(
+            namespace_id=namespace_id,
+            name=name,
+            created_at=clock.now(),
+            last_modifier_identity=identity,
+            create_request_id=request_id,
+        )
+        transaction.on_commit(lambda: task_routing.forget_deployments(namespace_id))
+        return deployment
+
+
+def create_version(namespace_id: uuid.UUID, ref: Ref, *, identity: str, request_id: str) -> None:
+    """A version made before its workers poll: CREATED until one does.
+
+    Raises:
+        NotFound: no such deployment.
+        AlreadyExists: the version exists (made by another request, or by polls).
+    """
+    with transaction.atomic():
+        deployment = get_deployment(namespace_id, ref.deployment_name)
+        found = deployment.versions.filter(build_id=ref.build_id).first()
+        if found is not None:
+            if request_id and found.create_request_id == request_id:
+                return
+            raise AlreadyExists(
+                f'Worker Deployment Version "{version_string(ref.deployment_name, ref.build_id)}" already exists'
+            )
+        WorkerDeploymentVersion.objects.create(
+            deployment=deployment,
+            build_id=ref.build_id,
+            created_at=clock.now(),
+            last_poll_at=None,
+            last_modifier_identity=identity,
+            create_request_id=request_id,
+        )
+
+
 def forget_seen() -> None:
     """Drop the poll throttle (a deleted version must be registered again by its next poll)."""
     with _seen_lock:
@@ -200,6 +261,8 @@ def status(deployment: WorkerDeployment, version: WorkerDeploymentVersion) -> in
         return Status.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINED
     if version.last_deactivation_at is not None:
         return Status.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINING
+    if version.last_poll_at is None:
+        return Status.WORKER_DEPLOYMENT_VERSION_STATUS_CREATED
     return Status.WORKER_DEPLOYMENT_VERSION_STATUS_INACTIVE
 
 
@@ -342,7 +405,7 @@ def delete_version(namespace_id: uuid.UUID, ref: Ref, *, skip_drainage: bool) ->
             raise FailedPrecondition(f"version '{text}' cannot be deleted since it is current or ramping")
         if not skip_drainage and version.last_deactivation_at is not None and version.drained_at is None:
             raise FailedPrecondition(f"version '{text}' cannot be deleted since it is draining")
-        if version.last_poll_at > clock.now() - ACTIVE_POLLER_WINDOW:
+        if version.last_poll_at is not None and version.last_poll_at > clock.now() - ACTIVE_POLLER_WINDOW:
             raise FailedPrecondition(f"version '{text}' cannot be deleted since it has active pollers")
         version.delete()
     forget_seen()

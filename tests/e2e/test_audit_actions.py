@@ -112,6 +112,8 @@ CALLED = {
     "PauseWorkflowExecution": "PauseWorkflowExecution",
     "UnpauseWorkflowExecution": "UnpauseWorkflowExecution",
     # test_worker_deployment_calls_through_the_sdk
+    "CreateWorkerDeployment": "CreateWorkerDeployment",
+    "CreateWorkerDeploymentVersion": "CreateWorkerDeploymentVersion",
     "SetWorkerDeploymentCurrentVersion": "SetWorkerDeploymentCurrentVersion",
     "SetWorkerDeploymentRampingVersion": "SetWorkerDeploymentRampingVersion",
     "UpdateWorkerDeploymentVersionMetadata": "UpdateWorkerDeploymentVersionMetadata",
@@ -526,8 +528,8 @@ async def test_standalone_activity_calls_through_the_sdk(server, tenants):
 
 
 async def test_worker_deployment_calls_through_the_sdk(server, tenants):
-    """Routing a worker deployment's versions, changing a version's metadata and deleting a version and its
-    deployment are recorded with the deployment (and build id) as their target."""
+    """Creating a worker deployment and a version, routing its versions, changing a version's metadata and
+    deleting a version and its deployment are recorded with the deployment (and build id) as their target."""
     key = tenants.keys["a-operator"]
     ns = tenants.ns_a
     client = await connect(server, ns, key)
@@ -535,6 +537,18 @@ async def test_worker_deployment_calls_through_the_sdk(server, tenants):
     v1 = WorkerDeploymentVersion(deployment_name=name, build_id="1.0")
     v2 = WorkerDeploymentVersion(deployment_name=name, build_id="2.0")
     queue = f"tq-{uuid.uuid4()}"
+    await client.workflow_service.create_worker_deployment(
+        rr.CreateWorkerDeploymentRequest(namespace=ns, deployment_name=name, request_id=str(uuid.uuid4())),
+        retry=False,
+    )
+    await client.workflow_service.create_worker_deployment_version(
+        rr.CreateWorkerDeploymentVersionRequest(
+            namespace=ns,
+            deployment_version=VersionMessage(deployment_name=name, build_id="3.0"),
+            request_id=str(uuid.uuid4()),
+        ),
+        retry=False,
+    )
     async with versioned_worker(client, queue, v1), versioned_worker(client, queue, v2):
         await visible(client, v1)
         token = (await visible(client, v2)).conflict_token
@@ -565,6 +579,8 @@ async def test_worker_deployment_calls_through_the_sdk(server, tenants):
     entries = export(server, "--org", org_of(ns), "--namespace", ns, "--since", "10m")
     mine = [e for e in entries if e["target"].startswith(f"deployment/{name}")]
     assert [(e["action"], e["target"], e["outcome"]) for e in mine] == [
+        ("CreateWorkerDeployment", f"deployment/{name}", "ok"),
+        ("CreateWorkerDeploymentVersion", f"deployment/{name}/3.0", "ok"),
         ("SetWorkerDeploymentCurrentVersion", f"deployment/{name}/1.0", "ok"),
         ("SetWorkerDeploymentRampingVersion", f"deployment/{name}/2.0", "ok"),
         ("SetWorkerDeploymentRampingVersion", f"deployment/{name}", "ok"),

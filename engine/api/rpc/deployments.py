@@ -22,7 +22,7 @@ from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
 from engine import dbthreads
 from engine.api.rpc import resolve
-from engine.errors import InvalidArgument
+from engine.errors import InvalidArgument, Unimplemented
 from engine.models import WorkerDeployment
 from engine.models import WorkerDeploymentVersion as VersionRow
 from engine.proto_values import ts
@@ -32,6 +32,7 @@ from tenants.models import Namespace
 
 Summary = WorkerDeploymentInfo.WorkerDeploymentVersionSummary
 DEFAULT_PAGE_SIZE = 100
+COMPUTE_UNSERVED = "Perdura does not start workers: worker deployment compute configs are not served."
 VERSIONED = WorkerVersioningMode.WORKER_VERSIONING_MODE_VERSIONED
 
 
@@ -125,6 +126,37 @@ def _target_build_id(name: str, version: str, build_id: str) -> str:
     if not version:
         return ""
     return registry.parse_version(version, deployment_name=name).build_id
+
+
+async def create_worker_deployment(
+    request: rr.CreateWorkerDeploymentRequest, context: grpc.aio.ServicerContext
+) -> rr.CreateWorkerDeploymentResponse:
+    namespace = await resolve.namespace(request.namespace)
+    registry.validate_new_name(request.deployment_name)
+
+    def create() -> rr.CreateWorkerDeploymentResponse:
+        d = registry.create_deployment(
+            namespace.id, request.deployment_name, identity=request.identity, request_id=request.request_id
+        )
+        return rr.CreateWorkerDeploymentResponse(conflict_token=registry.conflict_token(d))
+
+    return await dbthreads.run(create)
+
+
+async def create_worker_deployment_version(
+    request: rr.CreateWorkerDeploymentVersionRequest, context: grpc.aio.ServicerContext
+) -> rr.CreateWorkerDeploymentVersionResponse:
+    namespace = await resolve.namespace(request.namespace)
+    version = request.deployment_version
+    registry.validate_new_name(version.deployment_name)
+    registry.validate_name(version.build_id, "build ID")
+    if request.HasField("compute_config") and request.compute_config.ByteSize():
+        raise Unimplemented(COMPUTE_UNSERVED)
+    ref = registry.Ref(version.deployment_name, version.build_id)
+    await dbthreads.run(
+        registry.create_version, namespace.id, ref, identity=request.identity, request_id=request.request_id
+    )
+    return rr.CreateWorkerDeploymentVersionResponse()
 
 
 async def describe_worker_deployment(

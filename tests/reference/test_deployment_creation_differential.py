@@ -1,0 +1,101 @@
+"""Differential: worker deployments and versions created by API, before any worker polls.
+
+One sequence of calls to the real Temporal dev server and to `perdura dev`; each answer's status and
+message (the deployment's name written as <name>) must be the same. What the real server does (Server
+1.32.0), asserted below so this file states it: creating is idempotent for the same request id and
+AlreadyExists for another; names are validated; a created version is CREATED until a worker polls it,
+and may be made current at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from temporalio.api.deployment.v1 import WorkerDeploymentVersion
+from temporalio.api.enums.v1 import WorkerDeploymentVersionStatus
+from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from tests.e2e.conftest import new_id
+
+pytestmark = pytest.mark.reference
+
+
+async def _answer(call: Callable[[], Awaitable[Any]], name: str) -> tuple[str, str]:
+    try:
+        await call()
+    except RPCError as refused:
+        return refused.status.name, refused.message.replace(name, "<name>")
+    return "OK", ""
+
+
+async def _story(client: Client) -> dict[str, Any]:
+    service, ns = client.workflow_service, client.namespace
+    name = new_id("created")
+    request_id, version_request_id = str(uuid.uuid4()), str(uuid.uuid4())
+
+    def deployment(deployment_name: str, rid: str) -> Callable[[], Awaitable[Any]]:
+        return lambda: service.create_worker_deployment(
+            rr.CreateWorkerDeploymentRequest(
+                namespace=ns, deployment_name=deployment_name, identity="operator", request_id=rid
+            )
+        )
+
+    def version(deployment_name: str, build_id: str, rid: str) -> Callable[[], Awaitable[Any]]:
+        return lambda: service.create_worker_deployment_version(
+            rr.CreateWorkerDeploymentVersionRequest(
+                namespace=ns,
+                deployment_version=WorkerDeploymentVersion(
+                    deployment_name=deployment_name, build_id=build_id
+                ),
+                identity="operator",
+                request_id=rid,
+            )
+        )
+
+    steps = {
+        "create": deployment(name, request_id),
+        "create again, same request": deployment(name, request_id),
+        "create again, another request": deployment(name, str(uuid.uuid4())),
+        "create without a name": deployment("", str(uuid.uuid4())),
+        "create with a dot": deployment("a.b", str(uuid.uuid4())),
+        "version": version(name, "1.0", version_request_id),
+        "version again, same request": version(name, "1.0", version_request_id),
+        "version again, another request": version(name, "1.0", str(uuid.uuid4())),
+        "version of no deployment": version(name + "-none", "1.0", str(uuid.uuid4())),
+        "version without a build id": version(name, "", str(uuid.uuid4())),
+    }
+    seen: dict[str, Any] = {label: await _answer(call, name) for label, call in steps.items()}
+    described = await service.describe_worker_deployment_version(
+        rr.DescribeWorkerDeploymentVersionRequest(
+            namespace=ns, deployment_version=WorkerDeploymentVersion(deployment_name=name, build_id="1.0")
+        )
+    )
+    info = described.worker_deployment_version_info
+    seen["created version"] = (
+        WorkerDeploymentVersionStatus.Name(info.status),
+        info.last_modifier_identity,
+    )
+    routed = await service.set_worker_deployment_current_version(
+        rr.SetWorkerDeploymentCurrentVersionRequest(namespace=ns, deployment_name=name, build_id="1.0")
+    )
+    seen["made current, previous"] = routed.previous_version
+    return seen
+
+
+async def test_deployments_and_versions_are_created_by_api_as_on_the_real_server(both_clients):
+    temporal, perdura = await asyncio.gather(
+        _story(both_clients["temporal"]), _story(both_clients["perdura"])
+    )
+    assert temporal["create"] == ("OK", "")
+    assert temporal["create again, same request"] == ("OK", "")
+    assert temporal["create again, another request"][0] == "ALREADY_EXISTS"
+    assert temporal["version again, another request"][0] == "ALREADY_EXISTS"
+    assert temporal["version of no deployment"][0] == "NOT_FOUND"
+    assert temporal["created version"] == ("WORKER_DEPLOYMENT_VERSION_STATUS_CREATED", "operator")
+    assert perdura == temporal
