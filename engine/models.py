@@ -409,6 +409,10 @@ class WorkerDeployment(models.Model):
     last_modifier_identity = models.CharField(max_length=1000, blank=True, default="")
     create_request_id = models.CharField(max_length=255, blank=True, default="")
     """The request id of the CreateWorkerDeployment that made it (its retry answers as the first did)."""
+    manager_identity = models.CharField(max_length=1000, blank=True, default="")
+    """Set: only this identity may change its routing or delete its versions (SetWorkerDeploymentManager)."""
+    manager_changes = models.BigIntegerField(default=0)
+    """Bumped with each manager change: part of the conflict token, not of the routing revision."""
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="worker_deployment_name")]

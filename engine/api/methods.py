@@ -254,7 +254,7 @@ WORKFLOW_METHODS: dict[str, Rule] = {
     "UpdateWorkerDeploymentVersionComputeConfig": W,
     "ValidateWorkerDeploymentVersionComputeConfig": R,
     "UpdateWorkerDeploymentVersionMetadata": W_AUD,
-    "SetWorkerDeploymentManager": W,
+    "SetWorkerDeploymentManager": W_AUD,
     # batch operations and workflow rules
     "StartBatchOperation": W_AUD,
     "StopBatchOperation": W_AUD,

@@ -37,6 +37,7 @@ class WorkflowService(generated.WorkflowServiceServicer):
 
     CreateWorkerDeployment = handler(deployments.create_worker_deployment)
     CreateWorkerDeploymentVersion = handler(deployments.create_worker_deployment_version)
+    SetWorkerDeploymentManager = handler(deployments.set_worker_deployment_manager)
     DescribeWorkerDeployment = handler(deployments.describe_worker_deployment)
     ListWorkerDeployments = handler(deployments.list_worker_deployments)
     DescribeWorkerDeploymentVersion = handler(deployments.describe_worker_deployment_version)

@@ -81,7 +81,42 @@ def parse_version(version: str, *, deployment_name: str = "") -> Ref:
 
 
 def conflict_token(deployment: WorkerDeployment) -> bytes:
-    return struct.pack(">q", deployment.revision)
+    return struct.pack(">qq", deployment.revision, deployment.manager_changes)
+
+
+MANAGER_MISMATCH = (
+    "ManagerIdentity '{}' is set and does not match user identity '{}'; to proceed, set your own identity "
+    "as the ManagerIdentity, remove the ManagerIdentity, or wait for the other client to do so"
+)
+
+
+def _check_manager(deployment: WorkerDeployment, identity: str) -> None:
+    if deployment.manager_identity and deployment.manager_identity != identity:
+        raise FailedPrecondition(MANAGER_MISMATCH.format(deployment.manager_identity, identity))
+
+
+def set_manager(
+    namespace_id: uuid.UUID, name: str, manager_identity: str, *, token: bytes, identity: str
+) -> tuple[WorkerDeployment, str]:
+    """Name the one identity that may change the deployment's routing (empty: anyone); returns the
+    deployment and the previous manager. Setting what is already set, by the last modifier, changes
+    nothing (as Temporal's "no change")."""
+    with transaction.atomic():
+        deployment = (
+            WorkerDeployment.objects.select_for_update().filter(namespace_id=namespace_id, name=name).first()
+        )
+        if deployment is None:
+            raise NotFound(DEPLOYMENT_NOT_FOUND.format(name))
+        previous = deployment.manager_identity
+        if previous == manager_identity and deployment.last_modifier_identity == identity:
+            return deployment, previous
+        if token and token != conflict_token(deployment):
+            raise FailedPrecondition(CONFLICT)
+        deployment.manager_identity = manager_identity
+        deployment.last_modifier_identity = identity
+        deployment.manager_changes += 1
+        deployment.save(update_fields=["manager_identity", "last_modifier_identity", "manager_changes"])
+        return deployment, previous
 
 
 def validate_name(name: str, what: str = "deployment name") -> None:
@@ -333,6 +368,7 @@ def set_current(
             version.last_current_at = now
             version.ramping_since = None
             version.save()
+        _check_manager(deployment, identity)  # last, as Temporal checks it (a rollback undoes the above)
         deployment.current_build_id = build_id
         deployment.current_changed_at = now
         if deployment.ramping_build_id == build_id and build_id:
@@ -368,6 +404,7 @@ def set_ramping(
             version.ramping_since = now
             version.save()
             deployment.ramping_changed_at = now
+        _check_manager(deployment, identity)
         deployment.ramping_build_id = build_id
         deployment.ramping_percentage = percentage if build_id else 0.0
         deployment.ramping_percentage_changed_at = now
@@ -395,7 +432,7 @@ def _bump(deployment: WorkerDeployment, identity: str) -> None:
 # --- deletion and metadata --------------------------------------------------------------------------
 
 
-def delete_version(namespace_id: uuid.UUID, ref: Ref, *, skip_drainage: bool) -> None:
+def delete_version(namespace_id: uuid.UUID, ref: Ref, *, skip_drainage: bool, identity: str = "") -> None:
     """Forget a version that is neither routed to nor polled (nor draining, unless `skip_drainage`)."""
     with transaction.atomic():
         version = get_version(namespace_id, ref)
@@ -403,6 +440,7 @@ def delete_version(namespace_id: uuid.UUID, ref: Ref, *, skip_drainage: bool) ->
         text = version_string(ref.deployment_name, ref.build_id)
         if version.build_id in (deployment.current_build_id, deployment.ramping_build_id):
             raise FailedPrecondition(f"version '{text}' cannot be deleted since it is current or ramping")
+        _check_manager(deployment, identity)
         if not skip_drainage and version.last_deactivation_at is not None and version.drained_at is None:
             raise FailedPrecondition(f"version '{text}' cannot be deleted since it is draining")
         if version.last_poll_at is not None and version.last_poll_at > clock.now() - ACTIVE_POLLER_WINDOW:

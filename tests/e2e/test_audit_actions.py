@@ -114,6 +114,7 @@ CALLED = {
     # test_worker_deployment_calls_through_the_sdk
     "CreateWorkerDeployment": "CreateWorkerDeployment",
     "CreateWorkerDeploymentVersion": "CreateWorkerDeploymentVersion",
+    "SetWorkerDeploymentManager": "SetWorkerDeploymentManager",
     "SetWorkerDeploymentCurrentVersion": "SetWorkerDeploymentCurrentVersion",
     "SetWorkerDeploymentRampingVersion": "SetWorkerDeploymentRampingVersion",
     "UpdateWorkerDeploymentVersionMetadata": "UpdateWorkerDeploymentVersionMetadata",
@@ -528,7 +529,7 @@ async def test_standalone_activity_calls_through_the_sdk(server, tenants):
 
 
 async def test_worker_deployment_calls_through_the_sdk(server, tenants):
-    """Creating a worker deployment and a version, routing its versions, changing a version's metadata and
+    """Creating a worker deployment and a version, setting its manager, routing its versions, changing a version's metadata and
     deleting a version and its deployment are recorded with the deployment (and build id) as their target."""
     key = tenants.keys["a-operator"]
     ns = tenants.ns_a
@@ -549,6 +550,13 @@ async def test_worker_deployment_calls_through_the_sdk(server, tenants):
         ),
         retry=False,
     )
+    for manager in ("operator", ""):  # set, then unset (the deletes below name no identity)
+        await client.workflow_service.set_worker_deployment_manager(
+            rr.SetWorkerDeploymentManagerRequest(
+                namespace=ns, deployment_name=name, manager_identity=manager, identity="operator"
+            ),
+            retry=False,
+        )
     async with versioned_worker(client, queue, v1), versioned_worker(client, queue, v2):
         await visible(client, v1)
         token = (await visible(client, v2)).conflict_token
@@ -581,6 +589,8 @@ async def test_worker_deployment_calls_through_the_sdk(server, tenants):
     assert [(e["action"], e["target"], e["outcome"]) for e in mine] == [
         ("CreateWorkerDeployment", f"deployment/{name}", "ok"),
         ("CreateWorkerDeploymentVersion", f"deployment/{name}/3.0", "ok"),
+        ("SetWorkerDeploymentManager", f"deployment/{name}", "ok"),
+        ("SetWorkerDeploymentManager", f"deployment/{name}", "ok"),
         ("SetWorkerDeploymentCurrentVersion", f"deployment/{name}/1.0", "ok"),
         ("SetWorkerDeploymentRampingVersion", f"deployment/{name}/2.0", "ok"),
         ("SetWorkerDeploymentRampingVersion", f"deployment/{name}", "ok"),

@@ -99,3 +99,63 @@ async def test_deployments_and_versions_are_created_by_api_as_on_the_real_server
     assert temporal["version of no deployment"][0] == "NOT_FOUND"
     assert temporal["created version"] == ("WORKER_DEPLOYMENT_VERSION_STATUS_CREATED", "operator")
     assert perdura == temporal
+
+
+async def _manager_story(client: Client) -> dict[str, Any]:
+    service, ns = client.workflow_service, client.namespace
+    name = new_id("managed")
+    await service.create_worker_deployment(
+        rr.CreateWorkerDeploymentRequest(namespace=ns, deployment_name=name, request_id=str(uuid.uuid4()))
+    )
+    await service.create_worker_deployment_version(
+        rr.CreateWorkerDeploymentVersionRequest(
+            namespace=ns,
+            deployment_version=WorkerDeploymentVersion(deployment_name=name, build_id="1.0"),
+            request_id=str(uuid.uuid4()),
+        )
+    )
+
+    def manager(identity: str, manager_identity: str = "", me: bool = False) -> Callable[[], Awaitable[Any]]:
+        request = rr.SetWorkerDeploymentManagerRequest(namespace=ns, deployment_name=name, identity=identity)
+        if me:  # `self` and `manager_identity` are one oneof: setting either clears the other
+            request.self = True
+        else:
+            request.manager_identity = manager_identity
+        return lambda: service.set_worker_deployment_manager(request)
+
+    def current(identity: str) -> Callable[[], Awaitable[Any]]:
+        return lambda: service.set_worker_deployment_current_version(
+            rr.SetWorkerDeploymentCurrentVersionRequest(
+                namespace=ns, deployment_name=name, build_id="1.0", identity=identity
+            )
+        )
+
+    async def previous(call: Callable[[], Awaitable[Any]]) -> str:
+        return (await call()).previous_manager_identity
+
+    async def managed_by() -> str:
+        described = await service.describe_worker_deployment(
+            rr.DescribeWorkerDeploymentRequest(namespace=ns, deployment_name=name)
+        )
+        return described.worker_deployment_info.manager_identity
+
+    seen: dict[str, Any] = {}
+    seen["alice manages, previous"] = await previous(manager("alice", "alice"))
+    seen["described"] = await managed_by()
+    seen["bob routes"] = await _answer(current("bob"), name)
+    seen["alice routes"] = await _answer(current("alice"), name)
+    seen["bob takes it, previous"] = await previous(manager("bob", me=True))
+    seen["described after"] = await managed_by()
+    seen["bob lets go, previous"] = await previous(manager("bob"))
+    seen["described at last"] = await managed_by()
+    return seen
+
+
+async def test_a_deployment_manager_alone_may_route_as_on_the_real_server(both_clients):
+    temporal, perdura = await asyncio.gather(
+        _manager_story(both_clients["temporal"]), _manager_story(both_clients["perdura"])
+    )
+    assert temporal["bob routes"][0] == "FAILED_PRECONDITION"
+    assert temporal["alice routes"] == ("OK", "")
+    assert temporal["described after"] == "bob"
+    assert perdura == temporal

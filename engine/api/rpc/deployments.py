@@ -105,6 +105,7 @@ def _info(d: WorkerDeployment, versions: list[VersionRow]) -> WorkerDeploymentIn
         create_time=ts(d.created_at),
         routing_config=_routing(d),
         last_modifier_identity=d.last_modifier_identity,
+        manager_identity=d.manager_identity,
     )
 
 
@@ -157,6 +158,28 @@ async def create_worker_deployment_version(
         registry.create_version, namespace.id, ref, identity=request.identity, request_id=request.request_id
     )
     return rr.CreateWorkerDeploymentVersionResponse()
+
+
+async def set_worker_deployment_manager(
+    request: rr.SetWorkerDeploymentManagerRequest, context: grpc.aio.ServicerContext
+) -> rr.SetWorkerDeploymentManagerResponse:
+    namespace = await resolve.namespace(request.namespace)
+    registry.validate_name(request.deployment_name)
+    manager = request.identity if request.self else request.manager_identity
+
+    def set_manager() -> rr.SetWorkerDeploymentManagerResponse:
+        d, previous = registry.set_manager(
+            namespace.id,
+            request.deployment_name,
+            manager,
+            token=request.conflict_token,
+            identity=request.identity,
+        )
+        return rr.SetWorkerDeploymentManagerResponse(
+            conflict_token=registry.conflict_token(d), previous_manager_identity=previous
+        )
+
+    return await dbthreads.run(set_manager)
 
 
 async def describe_worker_deployment(
@@ -301,7 +324,13 @@ async def delete_worker_deployment_version(
     namespace = await resolve.namespace(request.namespace)
     structured = request.deployment_version if request.HasField("deployment_version") else None
     ref = _ref(request.version, structured)
-    await dbthreads.run(registry.delete_version, namespace.id, ref, skip_drainage=request.skip_drainage)
+    await dbthreads.run(
+        registry.delete_version,
+        namespace.id,
+        ref,
+        skip_drainage=request.skip_drainage,
+        identity=request.identity,
+    )
     return rr.DeleteWorkerDeploymentVersionResponse()
 
 
