@@ -6,6 +6,7 @@ import json
 
 from temporalio.api.common.v1 import Payload, SearchAttributes
 
+from engine.history import versioning_attributes
 from engine.history.state import MutableState
 
 ATTRIBUTE = "TemporalPauseInfo"
@@ -36,17 +37,6 @@ def index(state: MutableState) -> None:
     state.search_attributes = attributes.SerializeToString() if attributes.indexed_fields else b""
 
 
-SERVER_KEPT = (
-    "BuildIds",
-    "TemporalUsedWorkerDeploymentVersions",
-    "TemporalWorkerDeployment",
-    "TemporalWorkerDeploymentVersion",
-    "TemporalWorkflowVersioningBehavior",
-)
-"""What the server keeps of the run's worker versions (engine/history/versioning_attributes.py): the next
-run of a chain starts without them, as on Temporal, and gets its own from its own tasks."""
-
-
 def inheritable(search_attributes: bytes) -> SearchAttributes | None:
     """A run's search attributes as the next run of its chain inherits them: without the pause info,
     which describes this run, not the next (it starts unpaused), nor its parked activities, nor what the
@@ -54,7 +44,7 @@ def inheritable(search_attributes: bytes) -> SearchAttributes | None:
     attributes = _parsed(search_attributes)
     attributes.indexed_fields.pop(ATTRIBUTE, None)
     attributes.indexed_fields.pop(PARKED, None)
-    for name in SERVER_KEPT:
+    for name in versioning_attributes.NAMES:  # the next run gets its own from its own tasks, as on Temporal
         attributes.indexed_fields.pop(name, None)
     return attributes if attributes.indexed_fields else None
 

@@ -26,6 +26,7 @@ USED_VERSIONS = "TemporalUsedWorkerDeploymentVersions"
 DEPLOYMENT = "TemporalWorkerDeployment"
 VERSION = "TemporalWorkerDeploymentVersion"
 BEHAVIOR = "TemporalWorkflowVersioningBehavior"
+NAMES = (BUILD_IDS, USED_VERSIONS, DEPLOYMENT, VERSION, BEHAVIOR)
 UNVERSIONED = "unversioned"
 BEHAVIOR_NAMES: dict[int, str] = {versioning.PINNED: "Pinned", versioning.AUTO_UPGRADE: "AutoUpgrade"}
 MAX_VALUE_BYTES = 2048
@@ -89,7 +90,9 @@ def index(
 
 
 def _snapshot(attributes: SearchAttributes) -> dict[str, bytes]:
-    return {name: p.SerializeToString(deterministic=True) for name, p in attributes.indexed_fields.items()}
+    """Its own attributes as they stand (it runs at every completion: the run's others are left unread)."""
+    fields = attributes.indexed_fields
+    return {name: fields[name].SerializeToString(deterministic=True) for name in NAMES if name in fields}
 
 
 def _encoded(values: list[str]) -> bytes:

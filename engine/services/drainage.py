@@ -18,6 +18,8 @@ from perdura import clock
 from temporalio.api.deployment.v1 import VersionDrainageInfo
 from temporalio.api.enums.v1 import VersionDrainageStatus
 
+from engine.history import versioning
+from engine.history import versioning_attributes as attributes
 from engine.models import WorkerDeployment, WorkerDeploymentVersion
 from engine.proto_values import ts
 from visibility import selectors
@@ -25,9 +27,10 @@ from visibility import selectors
 
 def pinned_runs_query(deployment_name: str, build_id: str) -> str:
     """The visibility filter of a version's open pinned runs (Temporal's own)."""
-    version = f"{deployment_name}:{build_id}".replace("'", "\\'")
+    version = attributes.version_string(deployment_name, build_id).replace("'", "\\'")
+    pinned = attributes.BEHAVIOR_NAMES[versioning.PINNED]
     return (
-        f"TemporalWorkerDeploymentVersion = '{version}' AND TemporalWorkflowVersioningBehavior = 'Pinned' "
+        f"{attributes.VERSION} = '{version}' AND {attributes.BEHAVIOR} = '{pinned}' "
         "AND ExecutionStatus = 'Running'"
     )
 

@@ -62,6 +62,11 @@ def poller_version(
     return task_routing.PollerVersion(options.deployment_name, options.build_id)
 
 
+def waiter_group(version: task_routing.PollerVersion | None) -> str:
+    """The notify.Hub group of a poller's waiter: its deployment version ("" unversioned)."""
+    return f"{version.deployment_name}\x1f{version.build_id}" if version is not None else ""
+
+
 def _deployment_version(deployment_name: str, build_id: str) -> WorkerDeploymentVersion | None:
     return WorkerDeploymentVersion(deployment_name=deployment_name, build_id=build_id) if build_id else None
 

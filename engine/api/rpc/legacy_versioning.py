@@ -1,13 +1,13 @@
 """The deprecated versioning APIs: version sets (v0.1), versioning rules (v0.2), and Deployments (v0.30).
 
-`temporal server start-dev` (Server 1.32) leaves both off unless dynamic config turns them on, and
-answers each call with PermissionDenied and these messages; Perdura answers the same way. Worker
+`temporal server start-dev` (Server 1.32) leaves version sets and rules off unless dynamic config turns
+them on, and answers each call with PermissionDenied and these messages; Perdura answers the same way. Worker
 deployments (engine/api/rpc/deployments.py) are what replaced them; Server 1.32 no longer serves the
 Deployments of v0.30 at all (UNIMPLEMENTED, saying what to use instead), nor does Perdura. The capability
 `build_id_based_versioning` is still advertised, as the real server advertises it: it tells the SDKs to
 stamp polls and completions with their build id, which Perdura records on the workflow task events (so
 `workflow.info().get_current_build_id()` answers as on Temporal).
-tests/reference/test_legacy_versioning_differential.py compares the answers with the real server's.
+tests/reference/test_build_id_differential.py compares the answers with the real server's.
 """
 
 from __future__ import annotations

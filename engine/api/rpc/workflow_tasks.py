@@ -41,7 +41,7 @@ async def poll_workflow_task_queue(
             build_id=request.worker_version_capabilities.build_id,
             version=version,
         ),
-        group=f"{version.deployment_name}\x1f{version.build_id}" if version is not None else "",
+        group=deployments.waiter_group(version),
     )
     if started is None:
         return rr.PollWorkflowTaskQueueResponse()
