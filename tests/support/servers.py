@@ -101,7 +101,17 @@ class Running:
         if name not in self.replicas:
             port = free_port()
             proc = self.spawn(
-                name, ["api", "--ip", "127.0.0.1", "--port", str(port), *self.metrics_flag(name)]
+                name,
+                [
+                    "api",
+                    "--ip",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--db-threads",
+                    str(TEST_DB_THREADS),
+                    *self.metrics_flag(name),
+                ],
             )
             wait_for_port(port, proc, self.logs[name])
             self.replicas[name] = f"127.0.0.1:{port}"
@@ -208,6 +218,9 @@ def postgres_database(*, schema: bool = False) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+TEST_DB_THREADS = 4
+
+
 @contextlib.contextmanager
 def production(
     tmp: Path,
@@ -237,7 +250,18 @@ def production(
     running = Running(address=f"127.0.0.1:{port}", env=env, database_url=database_url)
     subprocess.run([PERDURA, "migrate"], env=env, check=True, capture_output=True, cwd=ROOT)
     try:
-        api_command = ["api", "--ip", "127.0.0.1", "--port", str(port), *running.metrics_flag("api")]
+        # Four database threads, not the default 16: each keeps its connection, and three xdist workers'
+        # production servers at once went over Postgres's 100 connections ("too many clients already").
+        api_command = [
+            "api",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--db-threads",
+            str(TEST_DB_THREADS),
+            *running.metrics_flag("api"),
+        ]
         api = running.spawn("api", [*api_command, *api_args])
         worker = running.spawn("worker", ["worker", "--concurrency", "2", *running.metrics_flag("worker")])
         running.spawn("beat", ["beat"])
