@@ -137,8 +137,11 @@ async def test_reads_signal_update_and_reset_from_the_preview(console_dev, dev_c
         await page.screenshot(path=screenshot_path("reset-preview-phone"))
         await page.set_viewport_size({"width": 1440, "height": 900})
         await dialog.get_by_role("button", name="Reset", exact=True).click()
-        old_url = page.url
-        await page.wait_for_url(lambda url: url != old_url and url.endswith("/history"))
+        # The new run's page, named by what it is rather than by the URL read after the click: the redirect can
+        # land before the test reads page.url again. A reset replays the history, so a loaded machine gets longer.
+        await page.wait_for_url(
+            lambda url: handle.result_run_id not in url and url.endswith("/history"), timeout=30_000
+        )
         new_run_id = page.url.rsplit("/", 2)[-2]
         assert new_run_id != handle.result_run_id
         await expect(page.locator("h1")).to_have_text(workflow_id)

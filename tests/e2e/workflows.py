@@ -195,6 +195,20 @@ class WaitForCancelWorkflow:
 
 
 @workflow.defn
+class SlowToCancelWorkflow:
+    """Takes a second to finish once cancelled, so its completion never races its parent's next task."""
+
+    @workflow.run
+    async def run(self) -> str:
+        try:
+            await workflow.sleep(3600)
+        except asyncio.CancelledError:
+            await workflow.sleep(1)
+            return "saw cancellation"
+        return "not cancelled"
+
+
+@workflow.defn
 class CancelActivityWorkflow:
     @workflow.run
     async def run(self) -> str:
@@ -233,6 +247,7 @@ ALL_WORKFLOWS = [
     CancelledTimerWorkflow,
     SignalWorkflow,
     WaitForCancelWorkflow,
+    SlowToCancelWorkflow,
     CancelActivityWorkflow,
     FailingWorkflow,
     LongSleepWorkflow,
@@ -364,7 +379,7 @@ class CancelChildWorkflow:
     @workflow.run
     async def run(self) -> str:
         child = await workflow.start_child_workflow(
-            WaitForCancelWorkflow.run,
+            SlowToCancelWorkflow.run,
             id=f"{workflow.info().workflow_id}-child",
             cancellation_type=workflow.ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
         )

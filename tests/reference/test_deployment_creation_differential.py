@@ -84,7 +84,7 @@ async def _story(client: Client) -> dict[str, Any]:
     routed = await service.set_worker_deployment_current_version(
         rr.SetWorkerDeploymentCurrentVersionRequest(namespace=ns, deployment_name=name, build_id="1.0")
     )
-    seen["made current, previous"] = routed.previous_version
+    seen["made current, previous"] = routed.previous_version.replace(name, "<name>")
     return seen
 
 
@@ -98,6 +98,12 @@ async def test_deployments_and_versions_are_created_by_api_as_on_the_real_server
     assert temporal["version again, another request"][0] == "ALREADY_EXISTS"
     assert temporal["version of no deployment"][0] == "NOT_FOUND"
     assert temporal["created version"] == ("WORKER_DEPLOYMENT_VERSION_STATUS_CREATED", "operator")
+    # The real server routes through an update to the deployment's own workflow; on a loaded machine
+    # that update is sometimes retried after it took effect, and the retry answers with the version
+    # itself as the previous one. A first and only call, as Perdura serves it, answers unversioned.
+    real_previous = temporal.pop("made current, previous")
+    assert real_previous in ("__unversioned__", "<name>.1.0")
+    assert perdura.pop("made current, previous") == "__unversioned__"
     assert perdura == temporal
 
 
