@@ -38,7 +38,7 @@ from temporalio.api.errordetails.v1 import PermissionDeniedFailure, ResourceExha
 
 from engine import dbthreads, tokens
 from engine.api import audit as audit_calls
-from engine.api import methods
+from engine.api import errors, methods
 from engine.api.aio_types import Continuation, Handler, unary_behavior
 from engine.api.errors import abort
 from engine.errors import EngineError, InvalidArgument, PermissionDenied, ResourceExhausted, Unauthenticated
@@ -256,6 +256,20 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             who = audit_calls.context_for(principal, source_of(context.peer()))
             bound = audit.bind(who)
             code = grpc.StatusCode.UNKNOWN
+            recorded = False
+
+            async def record(ended: grpc.StatusCode) -> None:
+                # CHANGE methods were recorded by their service when they succeeded; a refusal by the
+                # rate limiter changed nothing and would turn a flood into as many inserts.
+                nonlocal recorded
+                if recorded or ended is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    return
+                recorded = True
+                if audit_mode is methods.Audit.CALL or ended is not grpc.StatusCode.OK:
+                    await audit_calls.record_call(method, who, principal, request, ended)
+
+            # A failure is recorded before its status leaves (engine/api/errors.py `aborting`).
+            hooked = errors.before_failure.set(record)
             try:
                 response = await behavior(request, context)
                 code = _status(context, grpc.StatusCode.OK)
@@ -264,14 +278,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 code = _status(context, _CANCELLED if isinstance(e, asyncio.CancelledError) else _UNKNOWN)
                 raise
             finally:
+                errors.before_failure.reset(hooked)
                 audit.unbind(bound)
                 _current.reset(token)
-                # CHANGE methods were recorded by their service when they succeeded; a refusal by the
-                # rate limiter changed nothing and would turn a flood into as many inserts.
-                if (audit_mode is methods.Audit.CALL or code is not grpc.StatusCode.OK) and (
-                    code is not grpc.StatusCode.RESOURCE_EXHAUSTED
-                ):
-                    await audit_calls.record_call(method, who, principal, request, code)
+                await record(code)
 
         return grpc.unary_unary_rpc_method_handler(
             guarded,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import uuid
@@ -18,19 +19,58 @@ from engine.errors import EngineError
 log = logging.getLogger("perdura.api")
 T = TypeVar("T")
 
+before_failure: contextvars.ContextVar[Callable[[grpc.StatusCode], Awaitable[None]] | None] = (
+    contextvars.ContextVar("before_failure", default=None)
+)
+"""What must happen before a failing call's status leaves (`aborting`): the auth interceptor writes the
+call's audit entry there (engine/api/auth.py). `context.abort` sends the status at once, and a caller
+that acted on it could otherwise have its next call's entry written first."""
+
+
+async def aborting(
+    context: grpc.aio.ServicerContext,
+    code: grpc.StatusCode,
+    message: str,
+    trailing_metadata: tuple[tuple[str, bytes], ...] = (),
+) -> None:
+    """`context.abort`, after the call's `before_failure` hook."""
+    hook = before_failure.get()
+    if hook is not None:
+        await hook(code)
+    await context.abort(code, message, trailing_metadata=trailing_metadata)
+
 
 MAX_MESSAGE_BYTES = 2048
 """A status message travels twice in the trailers (grpc-message, percent-encoded, and inside
-grpc-status-details-bin, base64), and clients drop trailers past 16 KiB with an unrelated error. Messages
-that quote what a client sent are cut to this many UTF-8 bytes, which keeps both well inside the limit."""
+grpc-status-details-bin, base64), and clients drop trailers past 8 KiB with an unrelated error
+(RESOURCE_EXHAUSTED, "received metadata size exceeds soft limit"). Messages that quote what a client sent
+are cut to this many bytes *as percent-encoded*: a byte that grpc-message escapes (`%`, control bytes,
+every byte of a non-ASCII character) counts three. That keeps both copies together under 5 KiB."""
+
+_TRUNCATED = "… (truncated)"
+
+
+def _encoded_size(character: str) -> int:
+    code = ord(character)
+    return 1 if 0x20 <= code <= 0x7E and character != "%" else 3 * len(character.encode())
 
 
 def bounded(message: str) -> str:
-    """`message`, cut to MAX_MESSAGE_BYTES of UTF-8 (on a character boundary) and marked when cut."""
-    data = message.encode()
-    if len(data) <= MAX_MESSAGE_BYTES:
+    """`message`, cut on a character boundary to MAX_MESSAGE_BYTES as grpc-message encodes it, and marked
+    when cut."""
+    if len(message) <= MAX_MESSAGE_BYTES // 12 or (  # a character costs 12 at most (4 bytes, escaped)
+        len(message) <= MAX_MESSAGE_BYTES
+        and message.isascii()
+        and message.isprintable()
+        and "%" not in message
+    ):
         return message
-    return data[:MAX_MESSAGE_BYTES].decode(errors="ignore") + "… (truncated)"
+    size = 0
+    for at, character in enumerate(message):
+        size += _encoded_size(character)
+        if size > MAX_MESSAGE_BYTES:
+            return message[:at] + _TRUNCATED
+    return message
 
 
 def _status(error: EngineError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, bytes], ...]]:
@@ -46,7 +86,7 @@ def _status(error: EngineError) -> tuple[grpc.StatusCode, str, tuple[tuple[str, 
 
 async def abort(context: grpc.aio.ServicerContext, error: EngineError) -> None:
     code, message, trailers = _status(error)
-    await context.abort(code, message, trailing_metadata=trailers)
+    await aborting(context, code, message, trailers)
 
 
 def refuse(context: grpc.aio.ServicerContext, error: EngineError) -> None:
@@ -78,12 +118,14 @@ def rpc(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
             log.warning(
                 "database unavailable in %s: %s", handler.__name__, str(e).splitlines()[0] if str(e) else e
             )
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the database is unavailable; retry shortly")
+            await aborting(context, grpc.StatusCode.UNAVAILABLE, "the database is unavailable; retry shortly")
         except Exception:
             incident = uuid.uuid4().hex[:12]
             log.exception("internal error in %s (incident %s)", handler.__name__, incident)
-            await context.abort(
-                grpc.StatusCode.INTERNAL, f"internal error (incident {incident}); the server log has details"
+            await aborting(
+                context,
+                grpc.StatusCode.INTERNAL,
+                f"internal error (incident {incident}); the server log has details",
             )
         raise AssertionError("unreachable")
 

@@ -60,7 +60,9 @@ from temporalio.api.workflowservice.v1 import (
     SignalWithStartWorkflowExecutionRequest,
     SignalWorkflowExecutionRequest,
 )
+from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 from temporalio.api.workflowservice.v1 import service_pb2 as workflow_service
+from temporalio.api.workflowservice.v1 import service_pb2_grpc as wss
 from temporalio.service import RPCError, RPCStatusCode
 
 from tests.e2e.test_bad_input import expect, start_request
@@ -401,6 +403,26 @@ async def test_invalid_utf8_is_invalid_argument_on_every_method(server):
             assert "must be valid UTF-8" in info.value.details(), method
             tried += 1
     assert tried > 100
+
+
+@pytest.mark.parametrize("char", ["é", "%", "😀"])
+async def test_a_message_quoting_long_non_ascii_input_fits_grpcios_trailer_limit(server, char):
+    """The message quotes the version string, cut short. Cut by its UTF-8 length alone, 5,002 "é" made
+    trailers past grpcio's 8 KiB limit (grpc-message escapes each byte as three), and a grpcio client saw
+    RESOURCE_EXHAUSTED instead: the fuzz suite found it. The SDK's own client allows more, so this uses
+    grpcio."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = wss.WorkflowServiceStub(channel)
+        # Between its soft and hard limits grpcio drops trailers at random: one call in ten at 8.9 KiB.
+        for _ in range(50):
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.DescribeWorkerDeploymentVersion(
+                    rr.DescribeWorkerDeploymentVersionRequest(namespace="default", version=char * 5002),
+                    timeout=10,
+                )
+            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+            assert info.value.details().startswith("invalid version string")
+            assert info.value.details().endswith("… (truncated)")
 
 
 # --- failures nested too deep -------------------------------------------------------------------------

@@ -7,10 +7,12 @@ from typing import Any
 
 import grpc
 
+from engine.api.errors import aborting
+
 
 def _unimplemented(name: str) -> Callable[[Any, Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[None]]:
     async def handler(self: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"Perdura does not implement {name} yet.")
+        await aborting(context, grpc.StatusCode.UNIMPLEMENTED, f"Perdura does not implement {name} yet.")
 
     handler.__name__ = name
     return handler
