@@ -43,7 +43,8 @@ def process_shard(shard: int, attempt: int = 0, since: float | None = None) -> i
         if since is not None and leases.passed_since(shard, datetime.fromtimestamp(since, UTC)):
             metrics.shard_wakeups_spent.inc()
             return 0
-        pass_budget = budget.Budget(WORKER_PASS_SECONDS)
+        # A pool process may wait in its pass for retention's next token (engine/shards/retention_pace.py).
+        pass_budget = budget.Budget(WORKER_PASS_SECONDS, may_wait=True)
         done = timers.process_shard(shard, owner_name(), budget=pass_budget)
     except Exception as e:  # noqa: BLE001 - the rows stay; the next sweep retries
         failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; the sweep retries it", e)

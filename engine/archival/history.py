@@ -14,11 +14,17 @@ that lets the deletion steps go on: a run is deleted only after its archive is v
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import threading
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
 from cryptography.exceptions import InvalidTag
+from django.db import connections
 from perdura import clock
 from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import History, HistoryEvent
@@ -65,19 +71,46 @@ def _subject_keys(plain: bytes) -> set[str]:
     return found
 
 
-def build(execution: Execution) -> tuple[bytes, int, int]:
-    """The run's archive object; with the data key version sealing it and the number of events."""
+BatchRow = tuple[int, int, bytes]
+"""A stored history batch: its first and last event ids and its sealed bytes."""
+
+_BATCH_COLUMNS = ("first_event_id", "last_event_id", "data")
+
+
+def _stored_batches(execution_pk: int) -> list[BatchRow]:
+    # One plain query: the run's batches are all held for the object anyway (a server-side cursor cost
+    # more than the rest of the archive step).
+    rows = HistoryBatch.objects.filter(execution_id=execution_pk).order_by("first_event_id")
+    return list(rows.values_list(*_BATCH_COLUMNS))
+
+
+SHORT_HISTORY_EVENTS = 500
+"""Runs of up to this many events have their batches read together with their group's (`archive_many`):
+a group's memory stays small, and a long history is read on its own."""
+
+
+def _group_batches(executions: list[Execution]) -> dict[int, list[BatchRow]]:
+    """The stored batches of the short runs among `executions`, in one query."""
+    short = [e.pk for e in executions if e.next_event_id <= SHORT_HISTORY_EVENTS + 1]
+    found: dict[int, list[BatchRow]] = {pk: [] for pk in short}
+    rows = HistoryBatch.objects.filter(execution_id__in=short).order_by("execution_id", "first_event_id")
+    for pk, first, last, data in rows.values_list("execution_id", *_BATCH_COLUMNS):
+        found[pk].append((first, last, data))
+    return found
+
+
+def build(execution: Execution, stored: list[BatchRow] | None = None) -> tuple[bytes, int, int]:
+    """The run's archive object (from its `stored` batches when they were read already); with the data
+    key version sealing it and the number of events."""
     namespace_id = execution.namespace_id
     batches: list[layout.Batch] = []
     subject_keys: set[str] = set()
-    for batch in HistoryBatch.objects.filter(execution=execution).order_by("first_event_id").iterator():
+    for first, last, data in stored if stored is not None else _stored_batches(execution.pk):
         plain = encryption.unseal(
-            namespace_id,
-            batch.data,
-            encryption.history_aad(namespace_id, execution.run_id, batch.first_event_id),
+            namespace_id, data, encryption.history_aad(namespace_id, execution.run_id, first)
         )
         subject_keys |= _subject_keys(plain)
-        batches.append(layout.Batch(batch.first_event_id, batch.last_event_id, plain))
+        batches.append(layout.Batch(first, last, plain))
     events = batches[-1].last_event_id if batches else 0
     version, _ = datakeys.cipher(namespace_id)
     assert execution.close_time is not None
@@ -148,31 +181,47 @@ def open_events(
     return events
 
 
-def archive(execution_pk: int) -> Archived | None:
-    """Write the run's history to its namespace's history archival URI and verify it; None when the
-    namespace does not archive histories (or the run is gone).
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A run's archive object, built and sealed, with where it goes: what `_store` writes and verifies."""
 
-    Raises:
-        s3.StoreError: the store refused or did not answer (the caller's row backs off and retries).
-        ArchiveCheckFailed: the object read back differs from the one written.
-    """
-    execution = Execution.objects.filter(pk=execution_pk).first()
-    if execution is None:
-        return None
+    execution: Execution
+    location: archival.Location
+    key: str
+    data: bytes
+    version: int
+    events: int
+
+
+def _archives_to(namespace_id: uuid.UUID) -> str | None:
+    """The namespace's history archival URI when it archives histories, else None."""
     state, uri = (
-        Namespace.objects.filter(pk=execution.namespace_id)
+        Namespace.objects.filter(pk=namespace_id)
         .values_list("history_archival_state", "history_archival_uri")
         .get()
     )
-    if state != archival.State.ENABLED or not uri:
-        return None
+    return uri if state == archival.State.ENABLED and uri else None
+
+
+def _prepare(execution: Execution, uri: str, stored: list[BatchRow] | None = None) -> _Prepared:
     location = archival.parse_uri(uri, what="history")
     key = location.key(
         layout.object_name(str(execution.namespace_id), execution.workflow_id, execution.run_id)
     )
-    data, version, events = build(execution)
-    digest = layout.checksum(data)
-    s3.put(location.bucket, key, data)
+    data, version, events = build(execution, stored)
+    return _Prepared(execution, location, key, data, version, events)
+
+
+def _store(prepared: _Prepared) -> Archived:
+    """Write the object, read it back and check it (no database access: safe on a store thread).
+
+    Raises:
+        s3.StoreError: the store refused or did not answer.
+        ArchiveCheckFailed: the object read back differs from the one written.
+    """
+    execution, location, key = prepared.execution, prepared.location, prepared.key
+    digest = layout.checksum(prepared.data)
+    s3.put(location.bucket, key, prepared.data)
     back = s3.get(location.bucket, key)
     if back is None:
         raise ArchiveCheckFailed(f"s3://{location.bucket}/{key} is missing right after it was written")
@@ -184,8 +233,10 @@ def archive(execution_pk: int) -> Archived | None:
         raise ArchiveCheckFailed(
             f"s3://{location.bucket}/{key} does not open: {type(e).__name__} {e}"
         ) from None
-    if held != list(range(1, events + 1)):
-        raise ArchiveCheckFailed(f"s3://{location.bucket}/{key} does not hold the run's events 1-{events}")
+    if held != list(range(1, prepared.events + 1)):
+        raise ArchiveCheckFailed(
+            f"s3://{location.bucket}/{key} does not hold the run's events 1-{prepared.events}"
+        )
     assert execution.close_time is not None
     return Archived(
         namespace_id=execution.namespace_id,
@@ -196,30 +247,143 @@ def archive(execution_pk: int) -> Archived | None:
         bucket=location.bucket,
         key=key,
         sha256=digest,
-        size_bytes=len(data),
-        events=events,
-        data_key_version=version,
+        size_bytes=len(prepared.data),
+        events=prepared.events,
+        data_key_version=prepared.version,
     )
 
 
-def record_txn(archived: Archived) -> None:
-    """Inside the caller's (fenced) transaction: keep where the run went (replacing an earlier record of
-    the same run, as an archive step that ran twice rewrote its object)."""
-    HistoryArchive.objects.update_or_create(
-        namespace_id=archived.namespace_id,
-        workflow_id=archived.workflow_id,
-        run_id=archived.run_id,
-        defaults={
-            "close_time": archived.close_time,
-            "uri": archived.uri,
-            "bucket": archived.bucket,
-            "key": archived.key,
-            "sha256": archived.sha256,
-            "size_bytes": archived.size_bytes,
-            "events": archived.events,
-            "data_key_version": archived.data_key_version,
-            "archived_at": clock.now(),
-        },
+def archive(execution_pk: int) -> Archived | None:
+    """Write the run's history to its namespace's history archival URI and verify it; None when the
+    namespace does not archive histories (or the run is gone).
+
+    Raises:
+        s3.StoreError: the store refused or did not answer (the caller's row backs off and retries).
+        ArchiveCheckFailed: the object read back differs from the one written.
+    """
+    execution = Execution.objects.filter(pk=execution_pk).first()
+    if execution is None:
+        return None
+    uri = _archives_to(execution.namespace_id)
+    return None if uri is None else _store(_prepare(execution, uri))
+
+
+STORE_THREADS = s3.POOL_CONNECTIONS
+"""Archives of a group built, written and read back at once: a store's round trip (tens of ms on
+radosgw) is mostly waiting."""
+
+BACKGROUND_NICE = 10
+"""How much lower than the process the store threads run on Linux (nice is per thread there): building,
+sealing and checking archives is background work, and a busy machine gives its CPU to the API first."""
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _lower_priority() -> None:
+    if sys.platform != "linux":
+        return
+    me = threading.get_native_id()
+    os.setpriority(os.PRIO_PROCESS, me, min(19, os.getpriority(os.PRIO_PROCESS, me) + BACKGROUND_NICE))
+
+
+def _store_pool() -> ThreadPoolExecutor:
+    """The process's store threads, made once: a pool made for each group started its threads anew each
+    time (and their connections to the store)."""
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(
+                    STORE_THREADS, thread_name_prefix="archive", initializer=_lower_priority
+                )
+    return _pool
+
+
+def _forget_pool_in_child() -> None:
+    # A forked child (Celery's prefork pool) has none of its parent's threads: it makes its own.
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+def _archive_on_thread(execution: Execution, uri: str, stored: list[BatchRow]) -> Archived:
+    try:
+        return _store(_prepare(execution, uri, stored))
+    finally:
+        # A data key missing from this process's cache is read on this thread's own connection.
+        connections.close_all()
+
+
+def archive_many(execution_pks: list[int]) -> dict[int, Archived | None | Exception]:
+    """`archive` for a group of runs, each on its own: by run, its verified archive, None (its namespace
+    does not archive histories, or the run is gone), or what archiving it raised. The batches are read
+    here, and each object is built, written and verified on the store threads."""
+    found: dict[int, Archived | None | Exception] = {}
+    executions = list(Execution.objects.filter(pk__in=execution_pks))
+    uris = {ns: _archives_to(ns) for ns in {e.namespace_id for e in executions}}
+    for namespace_id, uri in uris.items():
+        if uri is not None:
+            with contextlib.suppress(LookupError):  # each of its runs then fails on its own
+                datakeys.cipher(namespace_id)  # read here, not on a store thread's own connection
+    archiving = [e for e in executions if uris[e.namespace_id] is not None]
+    stored = _group_batches(archiving)
+    pending: dict[int, Future[Archived]] = {}
+    pool = _store_pool()
+    for execution in archiving:
+        uri = uris[execution.namespace_id]
+        assert uri is not None
+        batches = stored.get(execution.pk)
+        if batches is None:  # a long history, read on its own
+            batches = _stored_batches(execution.pk)
+        pending[execution.pk] = pool.submit(_archive_on_thread, execution, uri, batches)
+    for pk, future in pending.items():
+        try:
+            found[pk] = future.result()
+        except Exception as e:  # noqa: BLE001 - this run pays for it, never the group
+            found[pk] = e
+    for pk in execution_pks:
+        found.setdefault(pk, None)  # gone, or its namespace does not archive histories
+    return found
+
+
+def record_txn(archived: list[Archived]) -> None:
+    """Inside the caller's (fenced) transaction: keep where each run went, in one statement (replacing an
+    earlier record of the same run, as an archive step that ran twice rewrote its object)."""
+    at = clock.now()
+    HistoryArchive.objects.bulk_create(
+        [
+            HistoryArchive(
+                namespace_id=a.namespace_id,
+                workflow_id=a.workflow_id,
+                run_id=a.run_id,
+                close_time=a.close_time,
+                uri=a.uri,
+                bucket=a.bucket,
+                key=a.key,
+                sha256=a.sha256,
+                size_bytes=a.size_bytes,
+                events=a.events,
+                data_key_version=a.data_key_version,
+                archived_at=at,
+            )
+            for a in archived
+        ],
+        update_conflicts=True,
+        unique_fields=["namespace", "workflow_id", "run_id"],
+        update_fields=[
+            "close_time",
+            "uri",
+            "bucket",
+            "key",
+            "sha256",
+            "size_bytes",
+            "events",
+            "data_key_version",
+            "archived_at",
+        ],
     )
 
 

@@ -10,7 +10,7 @@ from django.db import connection
 
 from engine.history import retention as rules
 from engine.history.retention import Step
-from engine.models import CurrentRun, Execution, Retention
+from engine.models import Execution, Retention
 from engine.persistence import visibility
 from tenants import archival
 from tenants.models import Namespace
@@ -87,52 +87,71 @@ def delete_visibility_document(execution_pk: int) -> None:
     backend().delete(str(execution_pk), version + 1)  # type: ignore[attr-defined]
 
 
-def _delete_some(table: str, execution_pk: int, limit: int, extra: str = "") -> int:
+GROUP_ROWS = 5000
+"""Rows one statement of a group's deletion removes at most (engine/shards/retention.py deletes the runs
+of up to a hundred retention rows together): a group of long histories goes in several transactions."""
+
+
+def _marks(values: list[int]) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def _delete_some(table: str, executions: list[int], limit: int, extra: str = "") -> int:
     with connection.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM {table} WHERE id IN "
-            f"(SELECT id FROM {table} WHERE execution_id = %s{extra} ORDER BY id LIMIT %s)",
-            [execution_pk, limit],
+            f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} "
+            f"WHERE execution_id IN ({_marks(executions)}){extra} ORDER BY id LIMIT %s)",
+            [*executions, limit],
         )
         return cursor.rowcount
 
 
-def _visibility(row: Retention, limit: int) -> int:
-    VisibilityRecord.objects.filter(execution_id=row.execution_id).delete()
-    # Index rows of the run are moot now; a processor holding one finds no record and drops it.
-    return _delete_some("engine_transfer", row.execution_id, limit, " AND kind = 7")
+def _visibility(rows: list[Retention], limit: int) -> int:
+    executions = [r.execution_id for r in rows]
+    VisibilityRecord.objects.filter(execution_id__in=executions).delete()
+    # Index rows of the runs are moot now; a processor holding one finds no record and drops it.
+    return _delete_some("engine_transfer", executions, limit, " AND kind = 7")
 
 
-def _run(row: Retention, limit: int) -> int:
-    execution = Execution.objects.filter(pk=row.execution_id).values("namespace_id", "workflow_id", "run_id")
-    found = execution.first()
-    if found is not None:
-        CurrentRun.objects.filter(**found).delete()
-    Retention.objects.filter(pk=row.pk).delete()
-    # The run's row last, and without Django's cascade: a table added later that still holds a row of
-    # the run fails this transaction (a deferred foreign key) instead of being emptied unnoticed.
+def _run(rows: list[Retention], limit: int) -> int:
+    executions = [r.execution_id for r in rows]
+    marks = _marks(executions)
     with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM engine_execution WHERE id = %s", [row.execution_id])
+        # The current-run entry only where it is still the run's (not a newer run of the workflow id).
+        cursor.execute(
+            "DELETE FROM engine_currentrun WHERE (namespace_id, workflow_id, run_id) IN "
+            f"(SELECT namespace_id, workflow_id, run_id FROM engine_execution WHERE id IN ({marks}))",
+            executions,
+        )
+        Retention.objects.filter(pk__in=[r.pk for r in rows]).delete()
+        # The runs' rows last, and without Django's cascade: a table added later that still holds a row
+        # of a run fails this transaction (a deferred foreign key) instead of being emptied unnoticed.
+        cursor.execute(f"DELETE FROM engine_execution WHERE id IN ({marks})", executions)
         return cursor.rowcount
 
 
-def advance_txn(row: Retention, step: Step) -> None:
-    """Inside the caller's (fenced) transaction: the row's retention goes on at `step` (the ARCHIVE step
-    ends here, its archive written and verified outside: engine/shards/retention.py)."""
-    Retention.objects.filter(pk=row.pk).update(step=step)
+def _table(table: str) -> Callable[[list[Retention], int], int]:
+    return lambda rows, limit: _delete_some(table, [r.execution_id for r in rows], limit)
 
 
-STEPS: dict[Step, Callable[[Retention, int], int]] = {
+STEPS: dict[Step, Callable[[list[Retention], int], int]] = {
     Step.VISIBILITY: _visibility,
-    Step.HISTORY: lambda row, limit: _delete_some("engine_historybatch", row.execution_id, limit),
-    Step.TASKS: lambda row, limit: _delete_some("engine_task", row.execution_id, limit),
-    Step.QUERIES: lambda row, limit: _delete_some("engine_query", row.execution_id, limit),
-    Step.TIMERS: lambda row, limit: _delete_some("engine_timer", row.execution_id, limit),
-    Step.TRANSFERS: lambda row, limit: _delete_some("engine_transfer", row.execution_id, limit),
+    Step.HISTORY: _table("engine_historybatch"),
+    Step.TASKS: _table("engine_task"),
+    Step.QUERIES: _table("engine_query"),
+    Step.TIMERS: _table("engine_timer"),
+    Step.TRANSFERS: _table("engine_transfer"),
     Step.RUN: _run,
 }
-"""One handler per deletion step: delete at most `limit` of the run's rows, inside the caller's transaction.
-ARCHIVE has none: it writes to the store outside any transaction, then `advance_txn`."""
+"""One handler per deletion step: delete at most `limit` rows of the runs of `rows` (one run's, or a
+group's), inside the caller's transaction. ARCHIVE has none: it writes to the store outside any
+transaction, then `advance_txn`."""
+
+
+def advance_txn(pks: list[int], step: Step) -> None:
+    """Inside the caller's (fenced) transaction: the rows' retention goes on at `step` (the ARCHIVE step
+    ends here, its archive written and verified outside: engine/shards/retention.py)."""
+    Retention.objects.filter(pk__in=pks).update(step=step)
 
 
 def step_txn(row: Retention, step: Step, *, limit: int = rules.BATCH_ROWS) -> Step | None:
@@ -142,11 +161,41 @@ def step_txn(row: Retention, step: Step, *, limit: int = rules.BATCH_ROWS) -> St
     Returns:
         The next step, or None when the run is gone.
     """
-    deleted = STEPS[step](row, limit)
+    deleted = STEPS[step]([row], limit)
     following = rules.after(step, deleted=deleted, batch=limit)
     if following is not None and following != step:
         Retention.objects.filter(pk=row.pk).update(step=following)
     return following
+
+
+def group_txn(rows: list[Retention], step: Step, *, limit: int = GROUP_ROWS) -> Step | None:
+    """Inside the caller's (fenced) transaction: the deletion steps from `step` on, for the runs of all
+    `rows` together, as far as one transaction goes. Idempotent, as `step_txn`.
+
+    Returns:
+        None when the runs and rows are gone; else the step a table stopped at with `limit` rows deleted
+        (saved on every row: the next transaction goes on from there).
+    """
+    current: Step | None = step
+    while current is not None:
+        deleted = STEPS[current](rows, limit)
+        following = rules.after(current, deleted=deleted, batch=limit)
+        if following == current:
+            Retention.objects.filter(pk__in=[r.pk for r in rows]).update(step=current)
+            return current
+        current = following
+    return None
+
+
+def lock_group(pks: list[int], now: datetime) -> list[Retention]:
+    """The retention rows of `pks` still live and due by `now`, locked for update, in id order."""
+    rows = Retention.objects.filter(pk__in=pks, parked_at__isnull=True, due_at__lte=now).order_by("pk")
+    return list(rows.select_for_update() if connection.features.has_select_for_update else rows)
+
+
+def live(pks: list[int]) -> list[Retention]:
+    """The retention rows of `pks` still live (unlocked, in id order)."""
+    return list(Retention.objects.filter(pk__in=pks, parked_at__isnull=True).order_by("pk"))
 
 
 def lock(pk: int) -> Retention | None:

@@ -22,6 +22,9 @@ class Budget:
     """The time left to a pass over one shard."""
 
     seconds: float = PASS_SECONDS
+    may_wait: bool = False
+    """Whether the pass may sleep for a paced queue's next token (engine/shards/retention_pace.py): a
+    worker's pool process may; `perdura dev`'s loop may not, its database thread serves the API too."""
     deadline: float = field(init=False)
 
     def __post_init__(self) -> None:
@@ -30,6 +33,13 @@ class Budget:
     def spent(self) -> bool:
         return stop_requested.is_set() or time.monotonic() >= self.deadline
 
+    def remaining(self) -> float:
+        return max(self.deadline - time.monotonic(), 0.0)
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep `seconds` (False at once if the process is asked to stop meanwhile)."""
+        return not stop_requested.wait(seconds)
+
     def slice(self, seconds: float) -> Budget:
         """A part of this budget: `seconds`, or what is left if less."""
-        return Budget(max(min(seconds, self.deadline - time.monotonic()), 0.0))
+        return Budget(min(seconds, self.remaining()), may_wait=self.may_wait)

@@ -21,7 +21,7 @@ from engine.history.mutation import Mutation, TimerKind
 from engine.models import Timer
 from engine.persistence import leases, store
 from engine.services import write_path
-from engine.shards import batches, parking, reencryption, retention, schedules, transfers
+from engine.shards import batches, parking, reencryption, retention, retention_pace, schedules, transfers
 from engine.shards.budget import Budget
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def _process_leased(shard: int, owner: str, budget: Budget | None) -> int | None
         # starts with one probe of every queue; the last, finding nothing, is also the look for work that
         # came due during the pass (its wake-up hint was refused: the lease was ours), so it does not wait
         # for the next hint or sweep.
-        while due := _due_queues(shard, clock.now()):
+        while due := _due_queues(shard, clock.now(), may_wait=budget.may_wait):
             if "timers" in due:
                 done += _fire_due(shard, range_id, budget)
             for queue in _SLICED:
@@ -182,10 +182,11 @@ _PROBES = {
 _PROBE_SQL = "SELECT " + ", ".join(f"EXISTS ({sql})" for sql in _PROBES.values())
 
 
-def _due_queues(shard: int, now: datetime) -> set[str]:
+def _due_queues(shard: int, now: datetime, *, may_wait: bool = False) -> set[str]:
     """The queues of `shard` with a row due by `now`, in one statement of indexed EXISTS probes written
     out once: an empty pass costs its lease, this and the release. (As ORM queries, one per queue, the
-    probes were a quarter of a busy worker's pass time.)"""
+    probes were a quarter of a busy worker's pass time.) Retention is left out while its pace has no token
+    for it: none now, or, for a pass that `may_wait`, none within a slice."""
     at = connection.ops.adapt_datetimefield_value(now)
     params: list[Any] = []
     for sql in _PROBES.values():
@@ -194,6 +195,8 @@ def _due_queues(shard: int, now: datetime) -> set[str]:
         cursor.execute(_PROBE_SQL, params)
         found = cursor.fetchone()
     due = {name for name, present in zip(_PROBES, found, strict=True) if present}
+    if "retention" in due and retention_pace.seconds_to_token() > (SLICE_SECONDS if may_wait else 0.0):
+        due.remove("retention")  # no token soon: the pass goes on with the other queues
     if "transfer_retries" in due:
         due = (due - {"transfer_retries"}) | {"transfers"}
     return due

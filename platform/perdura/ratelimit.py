@@ -76,17 +76,27 @@ class Decision:
 ALLOWED = Decision(True)
 
 
-def gcra(tat_us: int | None, now_us: int, rate: Rate) -> tuple[Decision, int]:
-    """One GCRA step: the decision and the bucket's new TAT (unchanged when refused). Pure.
+def gcra_take(
+    tat_us: int | None, now_us: int, rate: Rate, wanted: int, least: int = 1
+) -> tuple[int, float, int]:
+    """Take between `least` and `wanted` tokens at once, as many as are there: (tokens taken, seconds
+    until `least` are there when fewer were, the bucket's new TAT). Pure. With `wanted` 1 it is GCRA's
+    admit-or-refuse step (`gcra`). `least` is at most `wanted` and should be at most the burst.
 
     The Lua script of `RedisLimiter` is the same arithmetic; keep them in step.
     """
+    least = min(least, wanted)
     tat = now_us if tat_us is None or tat_us < now_us else tat_us
-    new_tat = tat + rate.interval_us
-    allow_at = new_tat - rate.tolerance_us
-    if allow_at > now_us:
-        return Decision(False, (allow_at - now_us) / 1_000_000), tat
-    return ALLOWED, new_tat
+    taken = min(wanted, (now_us + rate.tolerance_us - tat) // rate.interval_us)
+    if taken < max(least, 1):
+        return 0, (tat + max(least, 1) * rate.interval_us - rate.tolerance_us - now_us) / 1_000_000, tat
+    return taken, 0.0, tat + taken * rate.interval_us
+
+
+def gcra(tat_us: int | None, now_us: int, rate: Rate) -> tuple[Decision, int]:
+    """One GCRA step: the decision and the bucket's new TAT (unchanged when refused). Pure."""
+    taken, retry_after, tat = gcra_take(tat_us, now_us, rate, 1)
+    return (ALLOWED if taken else Decision(False, retry_after)), tat
 
 
 class Limiter(abc.ABC):
@@ -124,38 +134,49 @@ class MemoryLimiter(Limiter):
 
     def check(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
         """`acquire` without the coroutine: the arithmetic on this process's clock."""
+        taken, retry_after = self.take(key, rate, 1, peek=peek)
+        return ALLOWED if taken else Decision(False, retry_after)
+
+    def take(
+        self, key: str, rate: Rate, wanted: int, *, least: int = 1, peek: bool = False
+    ) -> tuple[int, float]:
+        """Between `least` and `wanted` tokens of the bucket `key` (`gcra_take`): (tokens taken, seconds
+        until `least` are there when fewer were)."""
         now = self._clock_us()
-        decision, tat = gcra(self._tats.get(key), now, rate)
-        if decision.allowed and not peek:
+        taken, retry_after, tat = gcra_take(self._tats.get(key), now, rate, wanted, least)
+        if taken and not peek:
             if len(self._tats) >= self.PRUNE_AT:
                 # A bucket whose TAT has passed is full: forgetting it changes no answer.
                 self._tats = {k: v for k, v in self._tats.items() if v > now}
             self._tats[key] = tat
-        return decision
+        return taken, retry_after
 
     async def acquire(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
         return self.check(key, rate, peek=peek)
 
 
-# KEYS[1]: the bucket; ARGV: interval (µs), burst tolerance (µs), "1" to peek. Returns {allowed, retry µs}.
-# TIME is Redis's clock, shared by every replica. Numbers stay below 2^53, exact in Lua's doubles;
-# '%.0f' writes the TAT without the exponent tostring() would use.
+# KEYS[1]: the bucket; ARGV: interval (µs), burst tolerance (µs), "1" to peek, tokens wanted, at least.
+# Returns {tokens taken, retry µs when none}: `gcra_take`'s arithmetic, on Redis's TIME, the clock
+# every replica shares. Numbers stay below 2^53, exact in Lua's doubles; '%.0f' writes the TAT without
+# the exponent tostring() would use.
 GCRA_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local tolerance = tonumber(ARGV[2])
+local wanted = tonumber(ARGV[4] or '1')
+local least = math.max(math.min(tonumber(ARGV[5] or '1'), wanted), 1)
 local tat = tonumber(redis.call('GET', KEYS[1])) or now
 if tat < now then tat = now end
-local new_tat = tat + interval
-local allow_at = new_tat - tolerance
-if allow_at > now then
-  return {0, allow_at - now}
+local taken = math.min(wanted, math.floor((now + tolerance - tat) / interval))
+if taken < least then
+  return {0, tat + least * interval - tolerance - now}
 end
 if ARGV[3] ~= '1' then
+  local new_tat = tat + taken * interval
   redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1000)
 end
-return {1, 0}
+return {taken, 0}
 """
 
 
@@ -180,7 +201,7 @@ class RedisLimiter(Limiter):
             return self.fallback.check(key, rate, peek=peek)
         try:
             allowed, retry_us = await self._script(
-                keys=[self._prefix + key], args=[rate.interval_us, rate.tolerance_us, "1" if peek else "0"]
+                keys=[self._prefix + key], args=[rate.interval_us, rate.tolerance_us, "1" if peek else "0", 1]
             )
         except Exception as e:  # redis errors, timeouts, refused connections: all mean "Redis is away"
             self._down_until = now + REDIS_RETRY_SECONDS
@@ -225,9 +246,16 @@ def build(backend: str, *, redis_url: str = "", prefix: str = "perdura:rl:") -> 
 class SyncLimiter(abc.ABC):
     """`Limiter` for threads: the same buckets and answers, without an event loop."""
 
-    @abc.abstractmethod
     def check(self, key: str, rate: Rate) -> Decision:
         """Take one token from the bucket `key`; never raises for a backend failure (see `Limiter`)."""
+        taken, retry_after = self.take(key, rate, 1)
+        return ALLOWED if taken else Decision(False, retry_after)
+
+    @abc.abstractmethod
+    def take(self, key: str, rate: Rate, wanted: int, *, least: int = 1) -> tuple[int, float]:
+        """Take between `least` and `wanted` tokens from the bucket `key` at once, as many as are there
+        (`gcra_take`): (tokens taken, seconds until `least` are there when fewer were). Never raises for a
+        backend failure (see `Limiter`)."""
 
 
 class LockedMemoryLimiter(SyncLimiter):
@@ -237,9 +265,9 @@ class LockedMemoryLimiter(SyncLimiter):
         self._memory = MemoryLimiter()
         self._lock = threading.Lock()
 
-    def check(self, key: str, rate: Rate) -> Decision:
+    def take(self, key: str, rate: Rate, wanted: int, *, least: int = 1) -> tuple[int, float]:
         with self._lock:
-            return self._memory.check(key, rate)
+            return self._memory.take(key, rate, wanted, least=least)
 
 
 class SyncRedisLimiter(SyncLimiter):
@@ -255,13 +283,13 @@ class SyncRedisLimiter(SyncLimiter):
         self._down_until = 0.0
         self._warned_at = -WARN_EVERY_SECONDS
 
-    def check(self, key: str, rate: Rate) -> Decision:
+    def take(self, key: str, rate: Rate, wanted: int, *, least: int = 1) -> tuple[int, float]:
         now = time.monotonic()
         if now < self._down_until:
-            return self.fallback.check(key, rate)
+            return self.fallback.take(key, rate, wanted, least=least)
         try:
-            allowed, retry_us = self._script(
-                keys=[self._prefix + key], args=[rate.interval_us, rate.tolerance_us, "0"]
+            taken, retry_us = self._script(
+                keys=[self._prefix + key], args=[rate.interval_us, rate.tolerance_us, "0", wanted, least]
             )
         except Exception as e:  # as RedisLimiter: any failure means "Redis is away"
             self._down_until = now + REDIS_RETRY_SECONDS
@@ -272,13 +300,13 @@ class SyncRedisLimiter(SyncLimiter):
                     type(e).__name__,
                     e,
                 )
-            return self.fallback.check(key, rate)
-        return ALLOWED if allowed else Decision(False, int(retry_us) / 1_000_000)
+            return self.fallback.take(key, rate, wanted, least=least)
+        return int(taken), int(retry_us) / 1_000_000
 
 
 class SyncUnlimited(SyncLimiter):
-    def check(self, key: str, rate: Rate) -> Decision:
-        return ALLOWED
+    def take(self, key: str, rate: Rate, wanted: int, *, least: int = 1) -> tuple[int, float]:
+        return wanted, 0.0
 
 
 def build_sync(backend: str, *, redis_url: str = "", prefix: str = "perdura:rl:") -> SyncLimiter:
@@ -290,3 +318,22 @@ def build_sync(backend: str, *, redis_url: str = "", prefix: str = "perdura:rl:"
     if backend == "off":
         return SyncUnlimited()
     raise ValueError(f"PERDURA_RATE_LIMITS must be one of {', '.join(BACKENDS)}, not {backend!r}")
+
+
+_shared: dict[tuple[str, str, str], SyncLimiter] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_sync(backend: str, *, redis_url: str = "", prefix: str = "perdura:rl:") -> SyncLimiter:
+    """This process's one synchronous limiter for that store and prefix (`build_sync`, built once)."""
+    config = (backend, redis_url, prefix)
+    with _shared_lock:
+        if config not in _shared:
+            _shared[config] = build_sync(backend, redis_url=redis_url, prefix=prefix)
+        return _shared[config]
+
+
+def forget_shared() -> None:
+    """Drop the limiters `shared_sync` built, and their memory buckets (tests change rates)."""
+    with _shared_lock:
+        _shared.clear()

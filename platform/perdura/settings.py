@@ -129,6 +129,13 @@ PERDURA_TLS_KEY = os.environ.get("PERDURA_TLS_KEY", "")
 # dev, `off` to disable), and the default requests per second of each bucket; Temporal Cloud's
 # defaults are 500 actions/s and 2000 requests/s per namespace.
 PERDURA_RATE_LIMITS = os.environ.get("PERDURA_RATE_LIMITS", "memory" if env.dev_mode() else "redis")
+# Expired runs deleted (and archived) per second at most, by all workers together; `off`: as fast as they
+# can (engine/shards/retention_pace.py). The bucket lives where the rate limits' do.
+PERDURA_RETENTION_RATE = (
+    0.0
+    if os.environ.get("PERDURA_RETENTION_RATE", "").strip().lower() in ("0", "off")
+    else env.number("PERDURA_RETENTION_RATE", 0.0)
+)
 # Actions per second of a batch operation at most (StartBatchOperation may ask for fewer).
 PERDURA_BATCH_RPS = env.number("PERDURA_BATCH_RPS", 50.0)
 PERDURA_RATE_ACTIONS = env.number("PERDURA_RATE_ACTIONS", 500.0)

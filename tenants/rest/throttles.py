@@ -5,7 +5,6 @@ dev, so every web replica shares the counts)."""
 from __future__ import annotations
 
 import hashlib
-import threading
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -25,21 +24,14 @@ if TYPE_CHECKING:
 organization_label = metrics.NamespaceLabels()
 """Organisation slugs as label values, bounded and switched off as namespace names are."""
 
-_limiters: dict[tuple[str, str, str], ratelimit.SyncLimiter] = {}
-_limiters_lock = threading.Lock()
-
 
 def limiter() -> ratelimit.SyncLimiter:
     """This process's limiter: the same store (PERDURA_RATE_LIMITS) and key prefix as the gRPC API's."""
-    config = (
+    return ratelimit.shared_sync(
         settings.PERDURA_RATE_LIMITS,
-        settings.PERDURA_REDIS_URL,
-        f"perdura:rl:{settings.DATABASES['default']['NAME']}:",
+        redis_url=settings.PERDURA_REDIS_URL,
+        prefix=f"perdura:rl:{settings.DATABASES['default']['NAME']}:",
     )
-    with _limiters_lock:
-        if config not in _limiters:
-            _limiters[config] = ratelimit.build_sync(config[0], redis_url=config[1], prefix=config[2])
-        return _limiters[config]
 
 
 class OrganizationThrottle(BaseThrottle):

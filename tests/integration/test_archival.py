@@ -557,3 +557,34 @@ def test_a_wrong_secret_is_refused_logged_and_retried_then_parked_and_nothing_is
     assert process(run) == 1
     assert remaining_rows(run) == {}
     assert HistoryArchive.objects.filter(namespace=namespace, run_id=run.run_id).exists()
+
+
+def test_a_run_whose_archive_fails_is_charged_alone_and_the_rest_of_its_group_go():
+    """Runs of one shard archived together: the one whose bucket is missing backs off, nothing of it is
+    deleted, and the others are archived and deleted."""
+    namespace = archiving_namespace()
+    lost = namespace_set_archival(
+        namespace=archiving_namespace(),
+        request=ArchivalRequest(history_state=2, history_uri="s3://no-such-bucket-here/runs"),
+    )
+    runs = [closed_run(namespace) for _ in range(4)]
+    failing = closed_run(lost)
+    everyone = [*runs, failing]
+    ids = [r.pk for r in everyone]
+    Execution.objects.filter(pk__in=ids).update(shard=runs[0].shard)
+    Retention.objects.filter(execution_id__in=ids).update(shard=runs[0].shard)
+    for run in everyone:
+        run.shard = runs[0].shard
+        make_due(run)
+
+    assert process(runs[0]) == 4
+
+    row = Retention.objects.get(execution_id=failing.pk)
+    assert (row.failures, row.step, row.parked_at) == (1, Step.ARCHIVE, None)
+    assert "StoreError" in row.last_error
+    assert HistoryBatch.objects.filter(execution_id=failing.pk).exists()
+    assert not HistoryArchive.objects.filter(run_id=failing.run_id).exists()
+    for run in runs:
+        assert remaining_rows(run) == {}
+        record = HistoryArchive.objects.get(namespace=namespace, run_id=run.run_id)
+        assert archival_history.read(record)[0].event_id == 1

@@ -105,6 +105,43 @@ def test_gcra_arithmetic():
         Rate(per_second=0, burst=1)
 
 
+def test_gcra_takes_up_to_the_tokens_there():
+    rate = Rate(per_second=10, burst=5)  # 100 ms apart, five at once
+    taken, wait, tat = ratelimit.gcra_take(None, 1_000_000, rate, 3)
+    assert (taken, wait, tat) == (3, 0.0, 1_300_000)
+    taken, wait, tat = ratelimit.gcra_take(tat, 1_000_000, rate, 3)
+    assert (taken, wait, tat) == (2, 0.0, 1_500_000)  # only two were left
+    taken, wait, same = ratelimit.gcra_take(tat, 1_000_000, rate, 3)
+    assert (taken, same) == (0, tat)
+    assert wait == pytest.approx(0.1)
+    # 250 ms later, two and a half intervals have refilled: two whole tokens.
+    assert ratelimit.gcra_take(tat, 1_250_000, rate, 5)[:2] == (2, 0.0)
+    # Asking for at least three then takes none, and says when three are there (in 50 ms).
+    taken, wait, same = ratelimit.gcra_take(tat, 1_250_000, rate, 5, least=3)
+    assert (taken, same) == (0, tat)
+    assert wait == pytest.approx(0.05)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def sync_limiter(request):
+    if request.param == "memory":
+        return ratelimit.LockedMemoryLimiter()
+    return ratelimit.SyncRedisLimiter(REDIS_URL, prefix=f"perdura-test:{uuid.uuid4().hex[:8]}:")
+
+
+def test_a_sync_limiter_takes_many_tokens_at_once(sync_limiter):
+    rate = Rate(per_second=10, burst=5)
+    assert sync_limiter.take("many", rate, 3) == (3, 0.0)
+    assert sync_limiter.take("many", rate, 3)[0] == 2
+    taken, wait = sync_limiter.take("many", rate, 3)
+    assert taken == 0
+    assert 0 < wait <= 0.1
+    assert not sync_limiter.check("many", rate).allowed
+    assert sync_limiter.check("other", rate).allowed
+    assert sync_limiter.take("other", rate, 5, least=5)[0] == 0  # four are left, not five
+    assert sync_limiter.take("other", rate, 5, least=4) == (4, 0.0)
+
+
 class CountingRedisLimiter(ratelimit.RedisLimiter):
     """The real Redis limiter, counting the checks that reach Redis."""
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 from django.apps import apps
-from django.db import connection, models
+from django.db import connection, models, transaction
 from perdura import clock
 from temporalio.api.common.v1 import WorkflowType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -394,3 +394,82 @@ def test_the_sweep_probe_reads_one_index_entry_per_shard_not_the_future_rows():
     read = sum(n["Actual Rows"] * n["Actual Loops"] for n in scans)
     assert read <= django_settings.PERDURA_SHARDS  # the first live row of each shard, no more
     assert len(retention_store.earliest_by_shard()) == django_settings.PERDURA_SHARDS
+
+
+def _runs_on_one_shard(count: int) -> list[Execution]:
+    """`count` closed runs of one namespace, moved to the first one's shard and due now."""
+    first = closed_run()
+    runs = [first, *(closed_run(namespace=first.namespace) for _ in range(count - 1))]
+    ids = [r.pk for r in runs]
+    Execution.objects.filter(pk__in=ids).update(shard=first.shard)
+    Retention.objects.filter(execution_id__in=ids).update(shard=first.shard)
+    for run in runs:
+        run.shard = first.shard
+        make_due(run)
+    return runs
+
+
+def test_the_due_runs_of_a_shard_go_together_in_a_few_statements():
+    """A group of due runs is deleted with a handful of statements for all of them, not a dozen per run."""
+    from django.test.utils import CaptureQueriesContext
+
+    runs = _runs_on_one_shard(30)
+    with_leftovers(runs[0])
+    lease = leases.acquire(runs[0].shard, "w")
+    assert lease is not None
+    with CaptureQueriesContext(connection) as queries:
+        assert retention.process(runs[0].shard, lease) == 30
+    for run in runs:
+        assert remaining_rows(run) == {}
+    # One run at a time took 26 statements a run (each step its own fenced transaction).
+    assert len(queries.captured_queries) < 40, [q["sql"][:80] for q in queries.captured_queries]
+
+
+def test_a_group_stopped_at_its_row_bound_saves_its_step_and_goes_on():
+    runs = _runs_on_one_shard(3)
+    pks = [make_due(r).pk for r in runs]
+    history = HistoryBatch.objects.filter(execution_id__in=[r.pk for r in runs]).count()
+    assert history >= 3
+
+    def group(step: Step, limit: int = retention_store.GROUP_ROWS) -> Step | None:
+        with transaction.atomic():
+            return retention_store.group_txn(retention_store.lock_group(pks, clock.now()), step, limit=limit)
+
+    # One history row a statement: the group stops in the history step, every row saying so.
+    assert group(Step.VISIBILITY, limit=1) is Step.HISTORY
+    assert HistoryBatch.objects.filter(execution_id__in=[r.pk for r in runs]).count() == history - 1
+    assert set(Retention.objects.filter(pk__in=pks).values_list("step", flat=True)) == {Step.HISTORY}
+    assert all("visibility_visibilityrecord" not in remaining_rows(r) for r in runs)
+    # The next transaction goes on from there; a step that ran already deletes nothing more.
+    assert group(Step.VISIBILITY) is None
+    for run in runs:
+        assert remaining_rows(run) == {}
+
+
+def test_a_bad_row_in_a_group_is_charged_alone_and_the_others_go():
+    runs = _runs_on_one_shard(5)
+    bad = runs[2]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION refuse_delete() RETURNS trigger AS $$ BEGIN "
+            f"IF OLD.execution_id = {bad.pk} THEN RAISE EXCEPTION 'history is read-only'; END IF; "
+            "RETURN OLD; END $$ LANGUAGE plpgsql"
+        )
+        cursor.execute(
+            "CREATE TRIGGER refuse_delete BEFORE DELETE ON engine_historybatch "
+            "FOR EACH ROW EXECUTE FUNCTION refuse_delete()"
+        )
+    try:
+        lease = leases.acquire(bad.shard, "w")
+        assert lease is not None
+        assert retention.process(bad.shard, lease) == 4
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER refuse_delete ON engine_historybatch")
+            cursor.execute("DROP FUNCTION refuse_delete()")
+    row = Retention.objects.get(execution_id=bad.pk)
+    assert (row.failures, row.step) == (1, Step.HISTORY)
+    assert "history is read-only" in row.last_error
+    for run in runs:
+        if run is not bad:
+            assert remaining_rows(run) == {}
