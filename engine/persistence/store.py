@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import connection, models
 from temporalio.api.history.v1 import History, HistoryEvent
 
 from engine import live, notify
@@ -106,8 +109,16 @@ def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
         state=encode_state(namespace_id, s),
     )
     visibility.record_write_txn(execution, s, m)
+    with connection.cursor() as cursor:
+        for write in _row_writes(execution, m):
+            for sql, values in write.statements():
+                cursor.execute(sql, values)
     _persist_derived(execution, m)
     return execution
+
+
+FOLD_MOST_ROWS = 50
+"""On Postgres a mutation's rows (at most this many) ride its run's compare-and-swap statement."""
 
 
 def persist(execution: Execution, m: Mutation) -> None:
@@ -115,20 +126,37 @@ def persist(execution: Execution, m: Mutation) -> None:
     s = m.state
     s.state_transitions += 1
     # Hand-written SQL on the hot path: the ORM's query building costs more than the query itself.
+    swap = (
+        "UPDATE engine_execution SET status = %s, close_time = %s, next_event_id = %s, "
+        "db_version = db_version + 1, state = %s WHERE id = %s AND db_version = %s"
+    )
+    swap_params = [
+        s.status,
+        _dt(s.close_time),
+        s.next_event_id,
+        encode_state(execution.namespace_id, s),
+        execution.pk,
+        execution.db_version,
+    ]
+    writes = _row_writes(execution, m)
     with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE engine_execution SET status = %s, close_time = %s, next_event_id = %s, "
-            "db_version = db_version + 1, state = %s WHERE id = %s AND db_version = %s",
-            [
-                s.status,
-                _dt(s.close_time),
-                s.next_event_id,
-                encode_state(execution.namespace_id, s),
-                execution.pk,
-                execution.db_version,
-            ],
-        )
-        updated = cursor.rowcount
+        if connection.vendor == "postgresql" and sum(w.rows for w in writes) <= FOLD_MOST_ROWS:
+            # One round trip: each write is a WITH clause that reads the swap's RETURNING, so none is
+            # written when the swap fails (and the caller's transaction rolls back on the error below).
+            clauses = [f"swapped AS ({swap} RETURNING 1)"]
+            params = list(swap_params)
+            for i, write in enumerate(writes):
+                clauses.append(f"w{i} AS ({write.folded()})")
+                params += write.params
+            cursor.execute(f"WITH {', '.join(clauses)} SELECT count(*) FROM swapped", params)
+            updated = cursor.fetchone()[0]
+        else:
+            cursor.execute(swap, swap_params)
+            updated = cursor.rowcount
+            if updated == 1:
+                for write in writes:
+                    for sql, values in write.statements():
+                        cursor.execute(sql, values)
     if updated != 1:
         raise Unavailable("the workflow execution changed concurrently; retry the request")
     execution.db_version += 1
@@ -176,23 +204,94 @@ def uuid_param(value: uuid.UUID | str) -> uuid.UUID | str:
     return value if connection.features.has_native_uuid_field else value.hex
 
 
-def _execute(sql: str, params: list[Any]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+@dataclass(frozen=True, slots=True)
+class _Insert:
+    """Rows of a mutation for one table: sent as statements of their own, or as a WITH clause that
+    writes only if the run's compare-and-swap (`swapped`) did. Each form is built only when sent."""
+
+    model: type[models.Model]
+    columns: tuple[str, ...]
+    values: list[list[Any]]
+
+    @property
+    def rows(self) -> int:
+        return len(self.values)
+
+    @property
+    def params(self) -> list[Any]:
+        return [value for row in self.values for value in row]
+
+    def _head(self) -> str:
+        return f"INSERT INTO {self.model._meta.db_table} ({', '.join(self.columns)})"
+
+    def statements(self) -> list[tuple[str, list[Any]]]:
+        plain = "(" + ", ".join(["%s"] * len(self.columns)) + ")"
+        found = []
+        for at in range(0, len(self.values), INSERT_CHUNK):
+            chunk = self.values[at : at + INSERT_CHUNK]
+            found.append(
+                (
+                    f"{self._head()} VALUES {', '.join([plain] * len(chunk))}",
+                    [v for row in chunk for v in row],
+                )
+            )
+        return found
+
+    def folded(self) -> str:
+        typed = _casts(self.model, self.columns)
+        return f"{self._head()} SELECT v.* FROM (VALUES {', '.join([typed] * self.rows)}) AS v, swapped"
 
 
-def _execute_many(sql: str, rows: list[list[Any]]) -> None:
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+@dataclass(frozen=True, slots=True)
+class _Delete:
+    """Rows of a mutation's run that it ended, as `_Insert` sends them."""
+
+    table: str
+    where: str
+    params: list[Any]
+    rows = 0
+
+    def statements(self) -> list[tuple[str, list[Any]]]:
+        return [(f"DELETE FROM {self.table} WHERE {self.where}", self.params)]
+
+    def folded(self) -> str:
+        return f"DELETE FROM {self.table} WHERE {self.where} AND EXISTS (SELECT 1 FROM swapped)"
 
 
-def _persist_derived(execution: Execution, m: Mutation) -> None:
-    # Also state-only changes (an activity's attempt, a heartbeat): the console's run page shows them.
-    live.run_changed_on_commit(namespace_id=execution.namespace_id, execution_pk=execution.pk)
-    keys: dict[str, int] = {}
-    if m.closed:
-        keys[notify.closed_key(execution.pk)] = 1
-    elif m.dead_timers:
+INSERT_CHUNK = 500
+"""Rows a multi-row INSERT sent on its own carries at most (well under either database's parameter limit)."""
+
+
+@functools.cache
+def _casts(model: type[models.Model], columns: tuple[str, ...]) -> str:
+    """A Postgres VALUES row of placeholders typed as their columns: a NULL or a string there is otherwise
+    untyped."""
+    casts = []
+    for name in columns:
+        field = model._meta.get_field(name)
+        assert isinstance(field, models.Field)
+        # varchar without its length: a cast would cut a long value short, the column refuses it.
+        db_type = re.sub(r"^varchar\(\d+\)$", "varchar", str(field.db_type(connection)))
+        casts.append(f"%s::{db_type}")
+    return "(" + ", ".join(casts) + ")"
+
+
+_TASK_COLUMNS = (
+    "namespace_id",
+    "task_queue",
+    "kind",
+    "execution_id",
+    "scheduled_event_id",
+    "attempt",
+    "visible_at",
+)
+_TIMER_COLUMNS = ("shard", "fire_at", "execution_id", "kind", "event_id", "attempt", "detail")
+
+
+def _row_writes(execution: Execution, m: Mutation) -> list[_Insert | _Delete]:
+    """The mutation's rows beside the run's own: timers it ended, its history batch, its tasks and timers."""
+    writes: list[_Insert | _Delete] = []
+    if m.dead_timers and not m.closed:  # a close deletes them all (`_delete_pending`)
         clauses, params = [], [execution.pk]
         for dead in m.dead_timers:
             if dead.attempt is None:
@@ -201,7 +300,8 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
             else:
                 clauses.append("(kind = %s AND event_id = %s AND attempt = %s)")
                 params += [int(dead.kind), dead.event_id, dead.attempt]
-        _execute(f"DELETE FROM engine_timer WHERE execution_id = %s AND ({' OR '.join(clauses)})", params)
+        where = f"execution_id = %s AND ({' OR '.join(clauses)})"
+        writes.append(_Delete("engine_timer", where, params))
     if m.events:
         first = m.events[0].event_id
         subject = subjects.subject_of(m.state.search_attributes)
@@ -210,50 +310,56 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
             if subject is None
             else subject_seal.seal_events(execution.namespace_id, subject, m.events)
         )
-        _execute(
-            "INSERT INTO engine_historybatch (execution_id, first_event_id, last_event_id, data) VALUES (%s, %s, %s, %s)",
-            [
-                execution.pk,
-                first,
-                m.events[-1].event_id,
-                encryption.seal(
-                    execution.namespace_id,
-                    blob,
-                    encryption.history_aad(execution.namespace_id, execution.run_id, first),
-                ),
-            ],
+        sealed = encryption.seal(
+            execution.namespace_id,
+            blob,
+            encryption.history_aad(execution.namespace_id, execution.run_id, first),
         )
-        keys[notify.run_key(execution.pk)] = 1
+        writes.append(
+            _Insert(
+                HistoryBatch,
+                ("execution_id", "first_event_id", "last_event_id", "data"),
+                [[execution.pk, first, m.events[-1].event_id, sealed]],
+            )
+        )
     if m.tasks and not m.closed:
         namespace = uuid_param(execution.namespace_id)
-        _execute_many(
-            "INSERT INTO engine_task (namespace_id, task_queue, kind, execution_id, scheduled_event_id, attempt, "
-            "visible_at, query_id) VALUES (%s, %s, %s, %s, %s, %s, %s, NULL)",
+        rows = [
             [
-                [
-                    namespace,
-                    t.task_queue,
-                    int(t.kind),
-                    execution.pk,
-                    t.scheduled_event_id,
-                    t.attempt,
-                    _dt(t.visible_at),
-                ]
-                for t in m.tasks
-            ],
-        )
+                namespace,
+                t.task_queue,
+                int(t.kind),
+                execution.pk,
+                t.scheduled_event_id,
+                t.attempt,
+                _dt(t.visible_at),
+            ]
+            for t in m.tasks
+        ]
+        writes.append(_Insert(Task, _TASK_COLUMNS, rows))
+    if m.timers and not m.closed:
+        rows = [
+            [execution.shard, _dt(t.fire_at), execution.pk, int(t.kind), t.event_id, t.attempt, t.detail]
+            for t in m.timers
+        ]
+        writes.append(_Insert(Timer, _TIMER_COLUMNS, rows))
+    return writes
+
+
+def _persist_derived(execution: Execution, m: Mutation) -> None:
+    """What follows a mutation's writes (`_row_writes`): its transfers, its parked queries, the hints."""
+    # Also state-only changes (an activity's attempt, a heartbeat): the console's run page shows them.
+    live.run_changed_on_commit(namespace_id=execution.namespace_id, execution_pk=execution.pk)
+    keys: dict[str, int] = {}
+    if m.closed:
+        keys[notify.closed_key(execution.pk)] = 1
+    if m.events:
+        keys[notify.run_key(execution.pk)] = 1
+    if m.tasks and not m.closed:
         for t in m.tasks:
             key = notify.task_queue_key(execution.namespace_id, int(t.kind), t.task_queue)
             keys[key] = keys.get(key, 0) + 1
     if m.timers and not m.closed:
-        _execute_many(
-            "INSERT INTO engine_timer (shard, fire_at, execution_id, kind, event_id, attempt, detail) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [
-                [execution.shard, _dt(t.fire_at), execution.pk, int(t.kind), t.event_id, t.attempt, t.detail]
-                for t in m.timers
-            ],
-        )
         wakeups.timers_created(execution.shard, m.now, m.timers, keys)
     if m.transfers:
         Transfer.objects.bulk_create(

@@ -1,0 +1,83 @@
+"""A mutation's rows on Postgres (engine/persistence/store.py `persist`): they ride the run's
+compare-and-swap statement, and a swap that fails writes none of them."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from perdura import clock
+from temporalio.api.common.v1 import WorkflowType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
+
+from engine import ids
+from engine.errors import Unavailable
+from engine.history.lifecycle import signals
+from engine.history.mutation import Mutation
+from engine.models import Execution, HistoryBatch, Task, Timer
+from engine.persistence import store
+from engine.services import workflow_tasks, workflows
+from tenants.services.namespaces import namespace_register
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _started() -> tuple[Execution, str]:
+    namespace = namespace_register(name=f"ns-{uuid.uuid4().hex[:8]}")
+    queue = f"tq-{uuid.uuid4()}"
+    request = StartWorkflowExecutionRequest(
+        namespace=namespace.name,
+        workflow_id=f"wf-{uuid.uuid4()}",
+        workflow_type=WorkflowType(name="T"),
+        task_queue=TaskQueue(name=queue),
+    )
+    result = workflows.workflow_start(namespace=namespace, request=request)
+    return Execution.objects.get(namespace=namespace, run_id=result.run_id), queue
+
+
+def _writes(captured: CaptureQueriesContext, table: str) -> list[str]:
+    return [
+        q["sql"] for q in captured.captured_queries if table in q["sql"] and "SELECT * FROM" not in q["sql"]
+    ]
+
+
+def test_a_workflow_task_start_writes_its_event_and_timeout_timer_in_the_swap_statement():
+    run, queue = _started()
+    assert connection.vendor == "postgresql"
+    with CaptureQueriesContext(connection) as captured:
+        started = workflow_tasks.poll_once(
+            namespace=run.namespace, task_queue=queue, identity="worker", request_id=str(uuid.uuid4())
+        )
+    assert isinstance(started, workflow_tasks.StartedWorkflowTask)
+    swaps = _writes(captured, "UPDATE engine_execution")
+    assert len(swaps) == 1
+    assert swaps[0].startswith("WITH swapped AS (UPDATE engine_execution")
+    assert "INSERT INTO engine_historybatch" in swaps[0]
+    assert "INSERT INTO engine_timer" in swaps[0]
+    assert _writes(captured, "INSERT INTO engine_historybatch") == swaps  # not sent on its own too
+    timers = list(Timer.objects.filter(execution=run).values_list("kind", "event_id", "attempt"))
+    assert timers == [(Timer.Kind.WORKFLOW_TASK_TIMEOUT, 2, 1)]  # its scheduled event, attempt 1
+    events = [e.event_id for e in store.history_events(Execution.objects.get(pk=run.pk))]
+    assert events == [1, 2, 3]
+
+
+def test_a_swap_that_fails_writes_none_of_the_mutations_rows():
+    run, _ = _started()
+    batches = HistoryBatch.objects.filter(execution=run).count()
+    with transaction.atomic():
+        execution = store.lock_execution(run.pk)
+        assert execution is not None
+        m = Mutation(store.decode_state(execution), clock.now(), ids.SYSTEM)
+        signals.signal(m, signal_name="s", input=None, identity="me", request_id="")
+        assert m.events
+        execution.db_version -= 1  # another writer got there first
+        with pytest.raises(Unavailable):
+            store.persist(execution, m)
+        # In the same transaction, so its own writes would show.
+        assert HistoryBatch.objects.filter(execution=run).count() == batches
+        assert Execution.objects.get(pk=run.pk).db_version == execution.db_version + 1
+        transaction.set_rollback(True)
+    assert Task.objects.filter(execution=run).count() == 1  # the first workflow task, untouched
