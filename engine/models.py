@@ -50,6 +50,9 @@ class Execution(models.Model):
     # Compare-and-swap guard: every write checks and bumps it (DESIGN.md rule 2).
     db_version = models.BigIntegerField(default=1)
     state = models.BinaryField()
+    # Up from the first query parked on the run until none is (changed under the run's lock): the run's
+    # workflow tasks look for parked queries only then (engine/persistence/query_rows.py).
+    queries_parked = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [

@@ -56,6 +56,8 @@ def create(
         visible_at=now,
         query=row,
     )
+    if task_queue == PARKED:
+        Execution.objects.filter(pk=execution_pk, queries_parked=False).update(queries_parked=True)
     return row.pk
 
 
@@ -65,20 +67,30 @@ def request(row: Query) -> WorkflowQuery:
     )
 
 
-def parked_ids(execution_pk: int) -> list[int]:
-    """The queries parked on a run, oldest first. One indexed read: it runs with every workflow task start."""
+def parked_ids(execution: Execution) -> list[int]:
+    """The queries parked on a run, oldest first. Read only while the run's flag is up: every workflow task
+    start and completion asks, and most runs are never queried while a task is in flight."""
+    if not execution.queries_parked:
+        return []
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT query_id FROM engine_task WHERE execution_id = %s AND kind = %s AND task_queue = %s "
             "ORDER BY id",
-            [execution_pk, int(TaskKind.QUERY), PARKED],
+            [execution.pk, int(TaskKind.QUERY), PARKED],
         )
         return [row[0] for row in cursor.fetchall()]
 
 
+def none_parked(execution: Execution) -> None:
+    """The run holds no parked query any more (inside the transaction that locked it): its flag goes down."""
+    if execution.queries_parked:
+        Execution.objects.filter(pk=execution.pk).update(queries_parked=False)
+        execution.queries_parked = False
+
+
 def parked(execution: Execution) -> dict[str, WorkflowQuery]:
     """The parked queries of a run, by id: what a workflow task starting now carries to the worker."""
-    ids = parked_ids(execution.pk)
+    ids = parked_ids(execution)
     if not ids:
         return {}
     return {str(row.pk): request(row) for row in Query.objects.filter(pk__in=ids).order_by("pk")}
@@ -111,7 +123,8 @@ def release(execution: Execution, state: MutableState, now: datetime) -> dict[st
     answered by replay. A run that closed before any workflow task completed has nothing to replay: its
     queries fail.
     """
-    ids = parked_ids(execution.pk)
+    ids = parked_ids(execution)
+    none_parked(execution)  # all of them leave now (or none was left: a caller gave up)
     if not ids:
         return {}
     keys = {notify.query_key(query_id): 1 for query_id in ids}

@@ -126,7 +126,7 @@ def query_submit(
         if rules.holds_queries(state):
             if state.workflow_task is None and state.execution_time > now + wait:
                 raise _not_ready("Workflow task is not scheduled yet.")
-            if len(rows.parked_ids(execution.pk)) >= rules.MAX_BUFFERED_QUERIES:
+            if len(rows.parked_ids(execution)) >= rules.MAX_BUFFERED_QUERIES:
                 raise ResourceExhausted(
                     BUFFER_FULL,
                     ResourceExhaustedFailure(
@@ -196,7 +196,7 @@ def attached_answers(execution: Execution, results: Mapping[str, WorkflowQueryRe
     """
     if not results:
         return
-    parked = set(rows.parked_ids(execution.pk))
+    parked = set(rows.parked_ids(execution))
     answered = []
     for key, result in results.items():
         query_id = int(key) if key.isdigit() else 0
@@ -204,6 +204,8 @@ def attached_answers(execution: Execution, results: Mapping[str, WorkflowQueryRe
             answered.append(query_id)
     if answered:
         rows.unpark(answered)
+        if parked.issubset(answered):
+            rows.none_parked(execution)
         notify.publish_on_commit({notify.query_key(query_id): 1 for query_id in answered})
 
 
