@@ -13,11 +13,13 @@ TIMERS_KEY its in-process loop waits on.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 
@@ -87,14 +89,64 @@ class Waiter:
         self.close()
 
 
+EMPTY_FOR = timedelta(seconds=1)
+"""How long a claim that found a task queue empty vouches for it when no wake-up came since: a poll in
+that time is answered from memory. A wake-up is a hint and may be lost; this bounds what one costs a
+poll that arrives after it (pollers already waiting re-read every RECHECK_SECONDS)."""
+_EMPTY_MOST = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyQueue:
+    """What a claim found of a task queue with nothing to take: when its earliest task becomes visible (None:
+    it had none), and until when that stands without a wake-up."""
+
+    visible_at: datetime | None
+    until: datetime
+
+
 class Hub:
     """Waiters by key. Task-queue keys wake one waiter per new task (one of each group); other keys wake
-    everyone."""
+    everyone. The hub also remembers task queues a claim found empty (`mark_empty`) until a wake-up for one
+    comes: a worker's next poll, sent as soon as it took a task, then costs no transaction."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[str, list[Waiter]] = defaultdict(list)
         self._listeners: list[Callable[[Mapping[str, int]], object]] = []
+        self._published: dict[str, int] = {}
+        """Wake-ups published so far per task-queue key: a claim notes its queue's before reading it."""
+        self._generation = 0
+        """Bumped when `_published` is cleared (to bound it), which voids what claims noted before."""
+        self._empty: dict[str, EmptyQueue] = {}
+
+    def epoch(self, key: str) -> tuple[int, int]:
+        """Where the wake-ups of `key` stand: what `mark_empty` compares with."""
+        with self._lock:
+            return self._generation, self._published.get(key, 0)
+
+    def mark_empty(
+        self, key: str, since: tuple[int, int], visible_at: datetime | None, now: datetime
+    ) -> None:
+        """A claim that began at `since` (`epoch(key)`) found nothing visible on the queue of `key` (its
+        earliest task visible at `visible_at`, if any). Kept unless a wake-up for the queue came meanwhile:
+        the claim may have read the queue before that task committed."""
+        until = now + EMPTY_FOR if visible_at is None else min(now + EMPTY_FOR, visible_at)
+        with self._lock:
+            if since != (self._generation, self._published.get(key, 0)) or until <= now:
+                self._empty.pop(key, None)
+                return
+            if len(self._empty) >= _EMPTY_MOST:
+                self._empty.clear()
+            self._empty[key] = EmptyQueue(visible_at, until)
+
+    def known_empty(self, key: str, now: datetime) -> EmptyQueue | None:
+        """The queue of `key` as a claim found it empty, if no wake-up for it came since and that is recent.
+        Ask after registering the poll's waiter, so a wake-up that comes after the answer still reaches it."""
+        found = self._empty.get(key)
+        if found is None or found.until <= now:
+            return None
+        return found
 
     def waiter(self, *keys: str, group: str = "") -> Waiter:
         """Register a waiter on `keys`. On a task-queue key, `group` names the pollers it stands for (their
@@ -127,6 +179,11 @@ class Hub:
             for key, count in counts.items():
                 bucket = self._waiters.get(key, ())
                 if key.startswith(_TASK_QUEUE_PREFIX):
+                    if len(self._published) >= _EMPTY_MOST and key not in self._published:
+                        self._published.clear()
+                        self._generation += 1
+                    self._published[key] = self._published.get(key, 0) + 1
+                    self._empty.pop(key, None)
                     taken: dict[str, int] = defaultdict(int)
                     for w in bucket:
                         if not w.fired and taken[w.group] < count:
@@ -154,16 +211,48 @@ def publish_on_commit(keys: Mapping[str, int]) -> None:
         return
     if connection.vendor == "postgresql":
         # One statement for all of them: a workflow task's completion announces five or more keys.
-        params: list[str] = []
-        for key, count in keys.items():
-            params += [CHANNEL, f"{key}|{count}"]
+        calls, params = notify_calls(keys)
         with connection.cursor() as cursor:
-            cursor.execute("SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(keys)), params)
-    transaction.on_commit(lambda: hub.publish(keys))
+            cursor.execute("SELECT " + ", ".join(calls), params)
+    publish_here_on_commit(keys)
 
 
-def parse_payload(payload: str) -> dict[str, int]:
-    key, _, count = payload.rpartition("|")
+def notify_calls(keys: Mapping[str, int]) -> tuple[list[str], list[str]]:
+    """The NOTIFYs of `keys` as `pg_notify` calls, for a statement the caller sends in its transaction (then
+    `publish_here_on_commit` wakes this process's waiters)."""
+    params: list[str] = []
+    for key, count in keys.items():
+        params += [CHANNEL, f"{key}|{count}|{_origin}"]
+    return ["pg_notify(%s, %s)"] * len(keys), params
+
+
+def _new_origin() -> None:
+    global _origin
+    _origin = uuid.uuid4().hex[:12]
+
+
+_origin = ""
+"""This process's mark on its NOTIFYs: its own come back through the listener after its commit already woke
+its waiters, and a second wake-up would only void what its claims learnt of their queues since."""
+_new_origin()
+os.register_at_fork(after_in_child=_new_origin)
+
+
+def publish_here_on_commit(keys: Mapping[str, int]) -> None:
+    """Wake this process's waiters on `keys` once the current transaction commits."""
+    if keys:
+        transaction.on_commit(lambda: hub.publish(keys))
+
+
+def parse_payload(payload: str) -> dict[str, int] | None:
+    """The keys of a NOTIFY from another process (None: it came from this one, see `_origin`)."""
+    rest, _, origin = payload.rpartition("|")
+    if origin == _origin:
+        return None
+    key, _, count = rest.rpartition("|")
+    if key and count.isdigit():
+        return {key: int(count)}
+    key, _, count = payload.rpartition("|")  # without an origin: a process of an earlier release
     return {key: int(count)} if key and count.isdigit() else {payload: 1}
 
 

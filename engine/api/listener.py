@@ -30,7 +30,9 @@ def _listen_forever() -> None:
             with psycopg.connect(_dsn(), autocommit=True) as conn:
                 conn.execute(f"LISTEN {notify.CHANNEL}")
                 for message in conn.notifies():
-                    notify.hub.publish(notify.parse_payload(message.payload))
+                    keys = notify.parse_payload(message.payload)
+                    if keys is not None:
+                        notify.hub.publish(keys)
         except Exception:
             log.exception(
                 "wake-up listener lost its connection; reconnecting (long-polls fall back to re-checks)"

@@ -22,24 +22,43 @@ class NotYet:
 
 def next_task(
     namespace_id: uuid.UUID, kinds: list[int], task_queue: str, exclude: list[int] | None = None
-) -> Task | None:
-    """The queue's earliest task, locked; rows other pollers hold are skipped (Postgres), and `exclude`d ones
-    (tasks this claim already found to be for another worker version)."""
-    lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+) -> tuple[Task | None, datetime | None]:
+    """The queue's earliest task, locked, and when the queue's next other task becomes visible (None: it has no
+    other). Rows other pollers hold are skipped (Postgres) but count as other tasks, and so do `exclude`d
+    ones (tasks this claim already found to be for another worker version)."""
+    lock = " FOR UPDATE OF t SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     namespace = store.uuid_param(namespace_id)
-    excluded = " AND id NOT IN (" + ", ".join(["%s"] * len(exclude)) + ")" if exclude else ""
+    excluded = " AND t.id NOT IN (" + ", ".join(["%s"] * len(exclude)) + ")" if exclude else ""
+    # One index probe per kind: a MIN over `kind IN (...)` would read the whole backlog.
+    after = ", ".join(
+        f"(SELECT MIN(o.visible_at) FROM engine_task o WHERE o.namespace_id = t.namespace_id AND o.kind = {int(k)}"
+        f" AND o.task_queue = t.task_queue AND o.id <> t.id) AS after_{int(k)}"
+        for k in kinds
+    )
     rows = list(
         Task.objects.raw(
-            "SELECT * FROM engine_task WHERE namespace_id = %s AND kind IN ("
+            f"SELECT t.*, {after} FROM engine_task t WHERE t.namespace_id = %s AND t.kind IN ("
             + ", ".join(["%s"] * len(kinds))
-            + ") AND task_queue = %s"
+            + ") AND t.task_queue = %s"
             + excluded
-            + " ORDER BY visible_at, id LIMIT 1"
+            + " ORDER BY t.visible_at, t.id LIMIT 1"
             + lock,
             [namespace, *kinds, task_queue, *(exclude or [])],
         )
     )
-    return rows[0] if rows else None
+    if not rows:
+        return None, None
+    task = rows[0]
+    found = [_datetime(getattr(task, f"after_{int(k)}")) for k in kinds]
+    return task, min((at for at in found if at is not None), default=None)
+
+
+def _datetime(value: datetime | str | None) -> datetime | None:
+    if isinstance(value, str):  # SQLite returns aggregates of datetime columns as text
+        value = datetime.fromisoformat(value)
+    if value is not None and value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value
 
 
 def held_by_another_claim(
@@ -90,8 +109,4 @@ def backlog(namespace_id: uuid.UUID, kind: int, task_queue: str) -> Backlog:
             ],
         )
         count, oldest = cursor.fetchone()
-    if isinstance(oldest, str):  # SQLite returns aggregates of datetime columns as text
-        oldest = datetime.fromisoformat(oldest)
-    if oldest is not None and oldest.tzinfo is None:
-        oldest = oldest.replace(tzinfo=UTC)
-    return Backlog(count=count, oldest_visible_at=oldest)
+    return Backlog(count=count, oldest_visible_at=_datetime(oldest))

@@ -113,7 +113,7 @@ def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
         for write in _row_writes(execution, m):
             for sql, values in write.statements():
                 cursor.execute(sql, values)
-    _persist_derived(execution, m)
+    _persist_derived(execution, m, _wake_ups(execution, m), notified=False)
     return execution
 
 
@@ -121,8 +121,10 @@ FOLD_MOST_ROWS = 50
 """On Postgres a mutation's rows (at most this many) ride its run's compare-and-swap statement."""
 
 
-def persist(execution: Execution, m: Mutation) -> None:
-    """Write a mutation of a locked run: compare-and-swap on its version (rule 2), then derived rows."""
+def persist(execution: Execution, m: Mutation, *, claimed_task: int | None = None) -> None:
+    """Write a mutation of a locked run: compare-and-swap on its version (rule 2), then derived rows.
+
+    `claimed_task`: the queue row whose claim this mutation records, deleted with it."""
     s = m.state
     s.state_transitions += 1
     # Hand-written SQL on the hot path: the ORM's query building costs more than the query itself.
@@ -139,17 +141,25 @@ def persist(execution: Execution, m: Mutation) -> None:
         execution.db_version,
     ]
     writes = _row_writes(execution, m)
+    if claimed_task is not None:
+        writes.append(_Delete("engine_task", "id = %s", [claimed_task]))
+    keys = _wake_ups(execution, m)
+    notified = False
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql" and sum(w.rows for w in writes) <= FOLD_MOST_ROWS:
             # One round trip: each write is a WITH clause that reads the swap's RETURNING, so none is
-            # written when the swap fails (and the caller's transaction rolls back on the error below).
+            # written when the swap fails (and the caller's transaction rolls back on the error below,
+            # NOTIFYs and all).
             clauses = [f"swapped AS ({swap} RETURNING 1)"]
             params = list(swap_params)
             for i, write in enumerate(writes):
                 clauses.append(f"w{i} AS ({write.folded()})")
                 params += write.params
-            cursor.execute(f"WITH {', '.join(clauses)} SELECT count(*) FROM swapped", params)
+            calls, notify_params = notify.notify_calls(keys)
+            selected = ", ".join(["(SELECT count(*) FROM swapped)", *calls])
+            cursor.execute(f"WITH {', '.join(clauses)} SELECT {selected}", params + notify_params)
             updated = cursor.fetchone()[0]
+            notified = True
         else:
             cursor.execute(swap, swap_params)
             updated = cursor.rowcount
@@ -168,7 +178,7 @@ def persist(execution: Execution, m: Mutation) -> None:
         # here: its retention row commits with the close event.
         assert s.close_time is not None
         retention.schedule_txn(execution, s.close_time)
-    _persist_derived(execution, m)
+    _persist_derived(execution, m, keys, notified=notified)
     if m.continued is not None:
         # The next run of the chain is created in the same transaction; it becomes the current run.
         insert(execution.namespace_id, execution.shard, m.continued)
@@ -346,10 +356,9 @@ def _row_writes(execution: Execution, m: Mutation) -> list[_Insert | _Delete]:
     return writes
 
 
-def _persist_derived(execution: Execution, m: Mutation) -> None:
-    """What follows a mutation's writes (`_row_writes`): its transfers, its parked queries, the hints."""
-    # Also state-only changes (an activity's attempt, a heartbeat): the console's run page shows them.
-    live.run_changed_on_commit(namespace_id=execution.namespace_id, execution_pk=execution.pk)
+def _wake_ups(execution: Execution, m: Mutation) -> dict[str, int]:
+    """The hints a mutation's rows call for, known before they are written: its run's new events or close,
+    its new tasks, and its timers that come due before the next sweep."""
     keys: dict[str, int] = {}
     if m.closed:
         keys[notify.closed_key(execution.pk)] = 1
@@ -361,6 +370,15 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
             keys[key] = keys.get(key, 0) + 1
     if m.timers and not m.closed:
         wakeups.timers_created(execution.shard, m.now, m.timers, keys)
+    return keys
+
+
+def _persist_derived(execution: Execution, m: Mutation, keys: dict[str, int], *, notified: bool) -> None:
+    """What follows a mutation's writes (`_row_writes`): its transfers, its parked queries, and the hints
+    (`keys`, already NOTIFYed if `notified`) with those these add."""
+    # Also state-only changes (an activity's attempt, a heartbeat): the console's run page shows them.
+    live.run_changed_on_commit(namespace_id=execution.namespace_id, execution_pk=execution.pk)
+    more: dict[str, int] = {}
     if m.transfers:
         Transfer.objects.bulk_create(
             [
@@ -379,11 +397,16 @@ def _persist_derived(execution: Execution, m: Mutation) -> None:
                 for t in m.transfers
             ]
         )
-        wakeups.transfers_created(execution.shard, keys)
+        wakeups.transfers_created(execution.shard, more)
     if m.queries_held and not holds_queries(m.state):
-        for key, count in query_rows.release(execution, m.state, m.now).items():
+        more.update(query_rows.release(execution, m.state, m.now))
+    if notified:
+        notify.publish_here_on_commit(keys)
+        notify.publish_on_commit(more)
+    else:
+        for key, count in more.items():
             keys[key] = keys.get(key, 0) + count
-    notify.publish_on_commit(keys)
+        notify.publish_on_commit(keys)
 
 
 SMALL_READ_EVENTS = 1000

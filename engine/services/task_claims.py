@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from perdura import clock
@@ -53,9 +53,18 @@ def claim(
     """
     kinds = [kind, TaskKind.QUERY] if start_query is not None else [kind]
     skipped: list[int] = []
+    # A poller of no particular version takes any task: what a claim finds of the queue holds for the next
+    # poll until a wake-up comes (engine/notify.py). Versioned pollers leave tasks to one another.
+    key = notify.task_queue_key(namespace_id, kind, task_queue) if router is None else None
+    if key is not None:
+        known = notify.hub.known_empty(key, clock.now())
+        if known is not None:
+            return queue.NotYet(known.visible_at)
+    epoch = notify.hub.epoch(key) if key is not None else (0, 0)
+    after: list[datetime | None] = [None]
 
     def take() -> T | queue.NotYet | _Discarded:
-        task = queue.next_task(namespace_id, kinds, task_queue, exclude=skipped)
+        task, after[0] = queue.next_task(namespace_id, kinds, task_queue, exclude=skipped)
         now = clock.now()
         if (
             task is None
@@ -91,17 +100,24 @@ def claim(
                 skipped.append(task.pk)
             return _DISCARDED
         try:
-            result = apply_locked(execution, lambda e, m: start(e, m, task), now=now)
+            # The task row goes in the statement that records the start (on Postgres).
+            return apply_locked(execution, lambda e, m: start(e, m, task), now=now, claimed_task=task.pk)
         except StaleTask:
             queue.delete(task)
             return _DISCARDED
-        queue.delete(task)
-        return result
 
     for _ in range(_MAX_STALE_PER_CLAIM):
         outcome = in_transaction(take)
-        if outcome is not _DISCARDED:
-            return outcome
+        if outcome is _DISCARDED:
+            continue
+        if key is not None:
+            # Committed: nothing else was visible when it read the queue (a task taken now leaves `after`).
+            # A queue whose next task is later is as empty until then.
+            visible_at = outcome.visible_at if isinstance(outcome, queue.NotYet) else after[0]
+            now = clock.now()
+            if visible_at is None or visible_at > now:
+                notify.hub.mark_empty(key, epoch, visible_at, now)
+        return outcome
     # Only tasks for other versions may be left: wait for a wake-up (a routing change wakes the queue).
     return queue.NotYet(None if skipped else clock.now())
 

@@ -91,9 +91,14 @@ def _retry_defaults(namespace: str) -> tuple[float, bool]:
 
 
 def apply_locked(
-    execution: Execution, apply: Callable[[Execution, Mutation], T], *, now: datetime | None = None
+    execution: Execution,
+    apply: Callable[[Execution, Mutation], T],
+    *,
+    now: datetime | None = None,
+    claimed_task: int | None = None,
 ) -> T:
-    """Inside `in_transaction`, on a run the caller locked: apply `apply` and persist what it implied.
+    """Inside `in_transaction`, on a run the caller locked: apply `apply` and persist what it implied
+    (with the deletion of `claimed_task`, the queue row whose claim it records).
 
     `apply` is pure apart from its Mutation; if it raises, nothing of the run is written.
     """
@@ -101,7 +106,7 @@ def apply_locked(
     jitter, park = _retry_defaults(state.namespace)
     m = Mutation(state, now or clock.now(), ids.SYSTEM, retry_jitter=jitter, park_on_exhausted=park)
     result = apply(execution, m)
-    store.persist(execution, m)
+    store.persist(execution, m, claimed_task=claimed_task)
     return result
 
 

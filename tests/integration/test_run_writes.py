@@ -44,7 +44,7 @@ def _writes(captured: CaptureQueriesContext, table: str) -> list[str]:
     ]
 
 
-def test_a_workflow_task_start_writes_its_event_and_timeout_timer_in_the_swap_statement():
+def test_a_workflow_task_start_is_one_statement_with_its_event_timer_task_deletion_and_wake_up():
     run, queue = _started()
     assert connection.vendor == "postgresql"
     with CaptureQueriesContext(connection) as captured:
@@ -58,6 +58,12 @@ def test_a_workflow_task_start_writes_its_event_and_timeout_timer_in_the_swap_st
     assert "INSERT INTO engine_historybatch" in swaps[0]
     assert "INSERT INTO engine_timer" in swaps[0]
     assert _writes(captured, "INSERT INTO engine_historybatch") == swaps  # not sent on its own too
+    assert "DELETE FROM engine_task WHERE id = " in swaps[0]  # the claimed task goes with the start
+    assert _writes(captured, "DELETE FROM engine_task") == swaps
+    assert not Task.objects.filter(execution=run).exists()
+    # Its wake-up (the run's new event) is NOTIFYed by the same statement.
+    assert "pg_notify(" in swaps[0]
+    assert [q["sql"] for q in captured.captured_queries if "pg_notify(" in q["sql"]] == swaps
     timers = list(Timer.objects.filter(execution=run).values_list("kind", "event_id", "attempt"))
     assert timers == [(Timer.Kind.WORKFLOW_TASK_TIMEOUT, 2, 1)]  # its scheduled event, attempt 1
     events = [e.event_id for e in store.history_events(Execution.objects.get(pk=run.pk))]
@@ -74,8 +80,9 @@ def test_a_swap_that_fails_writes_none_of_the_mutations_rows():
         signals.signal(m, signal_name="s", input=None, identity="me", request_id="")
         assert m.events
         execution.db_version -= 1  # another writer got there first
+        task = Task.objects.get(execution=run)
         with pytest.raises(Unavailable):
-            store.persist(execution, m)
+            store.persist(execution, m, claimed_task=task.pk)
         # In the same transaction, so its own writes would show.
         assert HistoryBatch.objects.filter(execution=run).count() == batches
         assert Execution.objects.get(pk=run.pk).db_version == execution.db_version + 1
