@@ -30,6 +30,7 @@ from engine.persistence import (
     visibility,
     wakeups,
 )
+from visibility.backends.sql import records
 
 
 def encode_state(namespace_id: uuid.UUID, state: MutableState) -> bytes:
@@ -140,9 +141,11 @@ def persist(execution: Execution, m: Mutation, *, claimed_task: int | None = Non
         execution.pk,
         execution.db_version,
     ]
-    writes = _row_writes(execution, m)
+    writes: list[_Write] = [*_row_writes(execution, m)]
     if claimed_task is not None:
         writes.append(_Delete("engine_task", "id = %s", [claimed_task]))
+    if visibility.changed(execution, m):
+        writes.append(_Upsert(visibility.record_write(execution, s, m)))
     keys = _wake_ups(execution, m)
     notified = False
     with connection.cursor() as cursor:
@@ -170,10 +173,7 @@ def persist(execution: Execution, m: Mutation, *, claimed_task: int | None = Non
     if updated != 1:
         raise Unavailable("the workflow execution changed concurrently; retry the request")
     execution.db_version += 1
-    if visibility.changed(execution, m):
-        visibility.record_write_txn(execution, s, m)
     if m.closed:
-        _delete_pending(execution)
         # Every close (complete, fail, time out, terminate, cancel, continue-as-new, retry, cron) passes
         # here: its retention row commits with the close event.
         assert s.close_time is not None
@@ -185,24 +185,6 @@ def persist(execution: Execution, m: Mutation, *, claimed_task: int | None = Non
         CurrentRun.objects.filter(
             namespace_id=execution.namespace_id, workflow_id=execution.workflow_id, run_id=execution.run_id
         ).update(run_id=m.continued.state.run_id, start_request_id=m.continued.state.start_request_id)
-
-
-def _delete_pending(execution: Execution) -> None:
-    timers = Timer.objects.filter(execution=execution)
-    timers._raw_delete(timers.db)
-    if connection.vendor == "postgresql":
-        # Skip rows a poller holds: it will find the run closed and discard them itself.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "DELETE FROM engine_task WHERE id IN "
-                "(SELECT id FROM engine_task WHERE execution_id = %s AND kind <> 3 FOR UPDATE SKIP LOCKED)",
-                [execution.pk],
-            )
-    else:
-        tasks = Task.objects.filter(execution=execution).exclude(
-            kind=3
-        )  # queries still get answered by replay
-        tasks._raw_delete(tasks.db)
 
 
 def _dt(value: datetime | None) -> Any:
@@ -268,6 +250,27 @@ class _Delete:
         return f"DELETE FROM {self.table} WHERE {self.where} AND EXISTS (SELECT 1 FROM swapped)"
 
 
+@dataclass(frozen=True, slots=True)
+class _Upsert:
+    """The run's visibility record, written as `_Insert` writes rows."""
+
+    upsert: records.Upsert
+    rows = 1
+
+    @property
+    def params(self) -> list[Any]:
+        return self.upsert.params
+
+    def statements(self) -> list[tuple[str, list[Any]]]:
+        return [(self.upsert.statement(), self.upsert.params)]
+
+    def folded(self) -> str:
+        return self.upsert.folded("swapped")
+
+
+_Write = _Insert | _Delete | _Upsert
+
+
 INSERT_CHUNK = 500
 """Rows a multi-row INSERT sent on its own carries at most (well under either database's parameter limit)."""
 
@@ -301,7 +304,9 @@ _TIMER_COLUMNS = ("shard", "fire_at", "execution_id", "kind", "event_id", "attem
 def _row_writes(execution: Execution, m: Mutation) -> list[_Insert | _Delete]:
     """The mutation's rows beside the run's own: timers it ended, its history batch, its tasks and timers."""
     writes: list[_Insert | _Delete] = []
-    if m.dead_timers and not m.closed:  # a close deletes them all (`_delete_pending`)
+    if m.closed:
+        writes += _pending_deleted(execution)
+    if m.dead_timers and not m.closed:  # a close deletes them all
         clauses, params = [], [execution.pk]
         for dead in m.dead_timers:
             if dead.attempt is None:
@@ -371,6 +376,21 @@ def _wake_ups(execution: Execution, m: Mutation) -> dict[str, int]:
     if m.timers and not m.closed:
         wakeups.timers_created(execution.shard, m.now, m.timers, keys)
     return keys
+
+
+def _pending_deleted(execution: Execution) -> list[_Insert | _Delete]:
+    """A closed run's timers and tasks; its query tasks stay, queries still get answered by replay."""
+    if connection.vendor == "postgresql":
+        # Skip rows a poller holds: it will find the run closed and discard them itself.
+        tasks = (
+            "id IN (SELECT id FROM engine_task WHERE execution_id = %s AND kind <> 3 FOR UPDATE SKIP LOCKED)"
+        )
+    else:
+        tasks = "execution_id = %s AND kind <> 3"
+    return [
+        _Delete("engine_timer", "execution_id = %s", [execution.pk]),
+        _Delete("engine_task", tasks, [execution.pk]),
+    ]
 
 
 def _persist_derived(execution: Execution, m: Mutation, keys: dict[str, int], *, notified: bool) -> None:

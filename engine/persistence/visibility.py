@@ -11,7 +11,7 @@ import logging
 import uuid
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from temporalio.api.common.v1 import SearchAttributes
 from temporalio.api.enums.v1 import EventType
 
@@ -54,7 +54,14 @@ def changed(execution: Execution, m: Mutation) -> bool:
 
 
 def record_write_txn(execution: Execution, state: MutableState, m: Mutation | None = None) -> None:
-    """Write the run's visibility record, inside the caller's transaction.
+    """Write the run's visibility record, inside the caller's transaction (see `record_write`)."""
+    upsert = record_write(execution, state, m)
+    with connection.cursor() as cursor:
+        cursor.execute(upsert.statement(), upsert.params)
+
+
+def record_write(execution: Execution, state: MutableState, m: Mutation | None = None) -> records.Upsert:
+    """The write of the run's visibility record, for the caller's transaction.
 
     With the OpenSearch backend the mutation also gets a VISIBILITY transfer row: the shard worker
     indexes the record (as it is then) and deletes the row once OpenSearch has it (engine/shards/
@@ -83,7 +90,7 @@ def record_write_txn(execution: Execution, state: MutableState, m: Mutation | No
         delta = state.close_time - state.execution_time
         duration = max((delta.days * 86400 + delta.seconds) * 10**9 + delta.microseconds * 1000, 0)
     parent = state.parent
-    records.record_upsert_txn(
+    return records.record_upsert(
         Record(
             execution_id=execution.pk,
             namespace_id=namespace_id

@@ -9,11 +9,16 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from perdura import clock
+from temporalio.api.command.v1 import Command, CompleteWorkflowExecutionCommandAttributes
 from temporalio.api.common.v1 import WorkflowType
+from temporalio.api.enums.v1 import CommandType, WorkflowExecutionStatus
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
+from temporalio.api.workflowservice.v1 import (
+    RespondWorkflowTaskCompletedRequest,
+    StartWorkflowExecutionRequest,
+)
 
-from engine import ids
+from engine import ids, tokens
 from engine.errors import Unavailable
 from engine.history.lifecycle import signals
 from engine.history.mutation import Mutation
@@ -21,6 +26,7 @@ from engine.models import Execution, HistoryBatch, Task, Timer
 from engine.persistence import store
 from engine.services import workflow_tasks, workflows
 from tenants.services.namespaces import namespace_register
+from visibility.models import VisibilityRecord
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -88,3 +94,43 @@ def test_a_swap_that_fails_writes_none_of_the_mutations_rows():
         assert Execution.objects.get(pk=run.pk).db_version == execution.db_version + 1
         transaction.set_rollback(True)
     assert Task.objects.filter(execution=run).count() == 1  # the first workflow task, untouched
+
+
+def test_a_close_is_one_statement_with_its_visibility_record_and_the_rows_it_ends():
+    run, queue = _started()
+    started = workflow_tasks.poll_once(
+        namespace=run.namespace, task_queue=queue, identity="worker", request_id=str(uuid.uuid4())
+    )
+    assert isinstance(started, workflow_tasks.StartedWorkflowTask)
+    token = tokens.TaskToken(
+        namespace_id=str(run.namespace_id),
+        workflow_id=run.workflow_id,
+        run_id=run.run_id,
+        scheduled_event_id=started.scheduled_event_id,
+        attempt=started.attempt,
+        started_event_id=started.started_event_id,
+    )
+    complete = Command(
+        command_type=CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
+        complete_workflow_execution_command_attributes=CompleteWorkflowExecutionCommandAttributes(),
+    )
+    assert Timer.objects.filter(execution=run).exists()  # the workflow task's timeout, ended by the close
+    with CaptureQueriesContext(connection) as captured:
+        workflow_tasks.workflow_task_complete(
+            namespace=run.namespace,
+            token=token,
+            request=RespondWorkflowTaskCompletedRequest(commands=[complete]),
+        )
+    swaps = _writes(captured, "UPDATE engine_execution")
+    assert len(swaps) == 1
+    for write in (
+        "INSERT INTO visibility_visibilityrecord",
+        "DELETE FROM engine_timer",
+        "DELETE FROM engine_task",
+    ):
+        assert write in swaps[0], write
+        assert _writes(captured, write) == swaps, write  # not sent on its own too
+    assert not Timer.objects.filter(execution=run).exists()
+    record = VisibilityRecord.objects.get(execution_id=run.pk)
+    assert record.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED
+    assert record.history_length == 5  # through the completion event

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection as default_connection
@@ -125,10 +126,28 @@ def _slot_values(
     return placeholders, params
 
 
-def record_upsert_txn(
+@dataclass(frozen=True, slots=True)
+class Upsert:
+    """A run's record written (inserted or replaced): as a statement of its own, or as one that writes it only
+    where a row of another query (`folded(source)`, e.g. a CTE) exists."""
+
+    columns: str
+    values: str
+    updates: str
+    params: list[Any]
+
+    def statement(self) -> str:
+        return f"INSERT INTO {TABLE} ({self.columns}) VALUES ({self.values}) {self.updates}"
+
+    def folded(self, source: str) -> str:
+        # INSERT ... SELECT types its parameters from the columns, as VALUES does.
+        return f"INSERT INTO {TABLE} ({self.columns}) SELECT {self.values} FROM {source} {self.updates}"
+
+
+def record_upsert(
     record: Record, connection: BaseDatabaseWrapper | None = None, *, slots: Mapping[str, str] | None = None
-) -> None:
-    """Write a run's record (insert or replace), inside the caller's transaction.
+) -> Upsert:
+    """The write of a run's record (insert or replace), for the caller's transaction.
 
     Args:
         record: the record.
@@ -170,12 +189,21 @@ def record_upsert_txn(
         json.dumps(record.custom, separators=(",", ":")),
         *slot_params,
     ]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {TABLE} ({', '.join(columns)}) VALUES ({placeholders}) "
-            f"ON CONFLICT (execution_id) DO UPDATE SET {updates}",
-            params,
-        )
+    return Upsert(
+        columns=", ".join(columns),
+        values=placeholders,
+        updates=f"ON CONFLICT (execution_id) DO UPDATE SET {updates}",
+        params=params,
+    )
+
+
+def record_upsert_txn(
+    record: Record, connection: BaseDatabaseWrapper | None = None, *, slots: Mapping[str, str] | None = None
+) -> None:
+    """Write a run's record (insert or replace), inside the caller's transaction (see `record_upsert`)."""
+    upsert = record_upsert(record, connection, slots=slots)
+    with (connection or default_connection).cursor() as cursor:
+        cursor.execute(upsert.statement(), upsert.params)
 
 
 # A slot's value from the JSON document, NULL unless the stored JSON value has the slot's type (a name
