@@ -91,18 +91,9 @@ class Waiter:
 
 EMPTY_FOR = timedelta(seconds=1)
 """How long a claim that found a task queue empty vouches for it when no wake-up came since: a poll in
-that time is answered from memory. A wake-up is a hint and may be lost; this bounds what one costs a
-poll that arrives after it (pollers already waiting re-read every RECHECK_SECONDS)."""
+that time is answered from memory, and looks at the queue itself once that lapses. A wake-up is a hint and
+may be lost; this bounds what one costs a poll that arrives after it."""
 _EMPTY_MOST = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class EmptyQueue:
-    """What a claim found of a task queue with nothing to take: when its earliest task becomes visible (None:
-    it had none), and until when that stands without a wake-up."""
-
-    visible_at: datetime | None
-    until: datetime
 
 
 class Hub:
@@ -118,7 +109,8 @@ class Hub:
         """Wake-ups published so far per task-queue key: a claim notes its queue's before reading it."""
         self._generation = 0
         """Bumped when `_published` is cleared (to bound it), which voids what claims noted before."""
-        self._empty: dict[str, EmptyQueue] = {}
+        self._empty: dict[str, datetime] = {}
+        """Task-queue keys a claim found empty, and until when that stands without a wake-up."""
 
     def epoch(self, key: str) -> tuple[int, int]:
         """Where the wake-ups of `key` stand: what `mark_empty` compares with."""
@@ -138,15 +130,16 @@ class Hub:
                 return
             if len(self._empty) >= _EMPTY_MOST:
                 self._empty.clear()
-            self._empty[key] = EmptyQueue(visible_at, until)
+            self._empty[key] = until
 
-    def known_empty(self, key: str, now: datetime) -> EmptyQueue | None:
-        """The queue of `key` as a claim found it empty, if no wake-up for it came since and that is recent.
-        Ask after registering the poll's waiter, so a wake-up that comes after the answer still reaches it."""
-        found = self._empty.get(key)
-        if found is None or found.until <= now:
+    def known_empty(self, key: str, now: datetime) -> datetime | None:
+        """Until when the queue of `key` is known to have nothing to take (None: unknown). It is while a claim
+        found it so less than EMPTY_FOR ago, before its next task became visible, and no wake-up for it came
+        since. Ask after registering the poll's waiter, so a wake-up that comes after the answer reaches it."""
+        until = self._empty.get(key)
+        if until is None or until <= now:
             return None
-        return found
+        return until
 
     def waiter(self, *keys: str, group: str = "") -> Waiter:
         """Register a waiter on `keys`. On a task-queue key, `group` names the pollers it stands for (their

@@ -57,9 +57,9 @@ def claim(
     # poll until a wake-up comes (engine/notify.py). Versioned pollers leave tasks to one another.
     key = notify.task_queue_key(namespace_id, kind, task_queue) if router is None else None
     if key is not None:
-        known = notify.hub.known_empty(key, clock.now())
-        if known is not None:
-            return queue.NotYet(known.visible_at)
+        until = notify.hub.known_empty(key, clock.now())
+        if until is not None:
+            return queue.NotYet(until)  # the poll looks again then, if no wake-up came first
     epoch = notify.hub.epoch(key) if key is not None else (0, 0)
     after: list[datetime | None] = [None]
 
