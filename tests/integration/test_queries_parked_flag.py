@@ -39,11 +39,8 @@ def _token(namespace, started: workflow_tasks.StartedWorkflowTask) -> tokens.Tas
     )
 
 
-def _parked_reads(captured: CaptureQueriesContext) -> int:
-    return sum(PARKED_READ in q["sql"] for q in captured.captured_queries)
-
-
-def test_a_run_nobody_queries_reads_no_parked_queries_and_a_parked_query_rides_the_next_task():
+def _started_run():
+    """A new namespace's run whose first workflow task waits on its own queue."""
     namespace = namespace_register(name=f"ns-{uuid.uuid4().hex[:8]}")
     queue = f"tq-{uuid.uuid4()}"
     request = StartWorkflowExecutionRequest(
@@ -53,6 +50,15 @@ def test_a_run_nobody_queries_reads_no_parked_queries_and_a_parked_query_rides_t
         task_queue=TaskQueue(name=queue),
     )
     workflows.workflow_start(namespace=namespace, request=request)
+    return namespace, queue, request
+
+
+def _parked_reads(captured: CaptureQueriesContext) -> int:
+    return sum(PARKED_READ in q["sql"] for q in captured.captured_queries)
+
+
+def test_a_run_nobody_queries_reads_no_parked_queries_and_a_parked_query_rides_the_next_task():
+    namespace, queue, request = _started_run()
 
     with CaptureQueriesContext(connection) as captured:
         started = workflow_tasks.poll_once(
@@ -104,15 +110,7 @@ def test_a_run_nobody_queries_reads_no_parked_queries_and_a_parked_query_rides_t
 
 
 def test_a_parked_query_left_unanswered_is_released_and_the_flag_goes_down():
-    namespace = namespace_register(name=f"ns-{uuid.uuid4().hex[:8]}")
-    queue = f"tq-{uuid.uuid4()}"
-    request = StartWorkflowExecutionRequest(
-        namespace=namespace.name,
-        workflow_id=f"wf-{uuid.uuid4()}",
-        workflow_type=WorkflowType(name="T"),
-        task_queue=TaskQueue(name=queue),
-    )
-    workflows.workflow_start(namespace=namespace, request=request)
+    namespace, queue, request = _started_run()
     started = workflow_tasks.poll_once(namespace=namespace, task_queue=queue, identity="w", request_id="r1")
     assert isinstance(started, workflow_tasks.StartedWorkflowTask)
     workflow_tasks.workflow_task_complete(
