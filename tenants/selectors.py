@@ -25,12 +25,19 @@ _cache: dict[str, tuple[float, Namespace]] = {}
 _lock = threading.Lock()
 
 
+def namespace_cached(name: str) -> Namespace | None:
+    """The namespace called `name` if this process read it in the last few seconds, else None; no I/O, so
+    an event loop can ask before it hands the read to a database thread."""
+    hit = _cache.get(name)
+    return hit[1] if hit is not None and time.monotonic() - hit[0] < _TTL_SECONDS else None
+
+
 def namespace_by_name(name: str) -> Namespace | None:
     """The namespace called `name`, or None (cached for a few seconds)."""
-    hit = _cache.get(name)
+    hit = namespace_cached(name)
+    if hit is not None:
+        return hit
     now = time.monotonic()
-    if hit is not None and now - hit[0] < _TTL_SECONDS:
-        return hit[1]
     namespace = Namespace.objects.filter(name=name).first()
     if namespace is not None:
         with _lock:

@@ -10,7 +10,7 @@ from django.db import connection
 from perdura import clock
 
 from engine.models import Task
-from engine.persistence import store
+from engine.persistence import model_rows, store
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +35,10 @@ def next_task(
         f" AND o.task_queue = t.task_queue AND o.id <> t.id) AS after_{int(k)}"
         for k in kinds
     )
-    rows = list(
-        Task.objects.raw(
-            f"SELECT t.*, {after} FROM engine_task t WHERE t.namespace_id = %s AND t.kind IN ("
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {model_rows.columns(Task, 't')}, {after} FROM engine_task t WHERE t.namespace_id = %s "
+            "AND t.kind IN ("
             + ", ".join(["%s"] * len(kinds))
             + ") AND t.task_queue = %s"
             + excluded
@@ -45,11 +46,11 @@ def next_task(
             + lock,
             [namespace, *kinds, task_queue, *(exclude or [])],
         )
-    )
-    if not rows:
+        row = cursor.fetchone()
+    if row is None:
         return None, None
-    task = rows[0]
-    found = [_datetime(getattr(task, f"after_{int(k)}")) for k in kinds]
+    task = model_rows.instance(Task, row)
+    found = [_datetime(value) for value in row[-len(kinds) :]]
     return task, min((at for at in found if at is not None), default=None)
 
 

@@ -23,6 +23,7 @@ from engine.history.state import MutableState
 from engine.models import CurrentRun, Execution, HistoryBatch, Task, Timer, Transfer
 from engine.persistence import (
     encryption,
+    model_rows,
     query_rows,
     retention,
     state_seal,
@@ -67,12 +68,11 @@ def find_execution(namespace_id: uuid.UUID | str, workflow_id: str, run_id: str,
         if row is None:
             raise NotFound(f"workflow not found for ID: {workflow_id}")
         run_id = row[0]
-    rows = list(
-        Execution.objects.raw(
-            "SELECT * FROM engine_execution WHERE namespace_id = %s AND workflow_id = %s AND run_id = %s"
-            + _for_update(lock),
-            [namespace, workflow_id, run_id],
-        )
+    rows = model_rows.fetch(
+        Execution,
+        f"SELECT {model_rows.columns(Execution)} FROM engine_execution "
+        "WHERE namespace_id = %s AND workflow_id = %s AND run_id = %s" + _for_update(lock),
+        [namespace, workflow_id, run_id],
     )
     if not rows:
         raise NotFound(f"workflow execution not found for workflow ID {workflow_id!r} and run ID {run_id!r}")
@@ -81,8 +81,15 @@ def find_execution(namespace_id: uuid.UUID | str, workflow_id: str, run_id: str,
 
 def lock_execution(pk: int) -> Execution | None:
     """The run with row id `pk`, locked for update (None if it is gone)."""
-    rows = list(
-        Execution.objects.raw("SELECT * FROM engine_execution WHERE id = %s" + _for_update(True), [pk])
+    return load_execution(pk, lock=True)
+
+
+def load_execution(pk: int, *, lock: bool = False) -> Execution | None:
+    """The run with row id `pk`, optionally locked for update (None if it is gone)."""
+    rows = model_rows.fetch(
+        Execution,
+        f"SELECT {model_rows.columns(Execution)} FROM engine_execution WHERE id = %s" + _for_update(lock),
+        [pk],
     )
     return rows[0] if rows else None
 
@@ -92,11 +99,24 @@ def _for_update(lock: bool) -> str:
     return " FOR UPDATE" if lock and connection.features.has_select_for_update else ""
 
 
+def claim_workflow_id(namespace_id: uuid.UUID, workflow_id: str, run_id: str, request_id: str) -> bool:
+    """Make `run_id` the current run of a workflow id that has none, in one statement; False (and nothing
+    written) if the id has a current run. The new row stays locked until the caller's transaction ends,
+    and a concurrent claim of the same id waits for it, then finds the id taken."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO engine_currentrun (namespace_id, workflow_id, run_id, start_request_id) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace_id, workflow_id) DO NOTHING RETURNING id",
+            [uuid_param(namespace_id), workflow_id, run_id, request_id],
+        )
+        return cursor.fetchone() is not None
+
+
 def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
     """Create the row of a new run and persist its first mutation (inside the caller's transaction)."""
     s = m.state
     s.state_transitions += 1
-    execution = Execution.objects.create(
+    execution = Execution(
         namespace_id=namespace_id,
         workflow_id=s.workflow_id,
         run_id=s.run_id,
@@ -109,12 +129,33 @@ def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
         next_event_id=s.next_event_id,
         state=encode_state(namespace_id, s),
     )
-    visibility.record_write_txn(execution, s, m)
     with connection.cursor() as cursor:
-        for write in _row_writes(execution, m):
-            for sql, values in write.statements():
-                cursor.execute(sql, values)
-    _persist_derived(execution, m, _wake_ups(execution, m), notified=False)
+        cursor.execute(
+            "INSERT INTO engine_execution (namespace_id, workflow_id, run_id, shard, workflow_type, task_queue, "
+            "status, start_time, execution_time, next_event_id, db_version, state, queries_parked) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            [
+                uuid_param(namespace_id),
+                s.workflow_id,
+                s.run_id,
+                shard,
+                s.workflow_type,
+                s.task_queue,
+                s.status,
+                _dt(s.start_time),
+                _dt(s.execution_time),
+                s.next_event_id,
+                execution.db_version,
+                execution.state,
+                False,
+            ],
+        )
+        execution.pk = cursor.fetchone()[0]
+    execution._state.adding = False
+    writes: list[_Write] = [_Upsert(visibility.record_write(execution, s, m)), *_row_writes(execution, m)]
+    keys = _wake_ups(execution, m)
+    _, notified = _send(None, writes, keys)
+    _persist_derived(execution, m, keys, notified=notified)
     return execution
 
 
@@ -147,30 +188,8 @@ def persist(execution: Execution, m: Mutation, *, claimed_task: int | None = Non
     if visibility.changed(execution, m):
         writes.append(_Upsert(visibility.record_write(execution, s, m)))
     keys = _wake_ups(execution, m)
-    notified = False
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql" and sum(w.rows for w in writes) <= FOLD_MOST_ROWS:
-            # One round trip: each write is a WITH clause that reads the swap's RETURNING, so none is
-            # written when the swap fails (and the caller's transaction rolls back on the error below,
-            # NOTIFYs and all).
-            clauses = [f"swapped AS ({swap} RETURNING 1)"]
-            params = list(swap_params)
-            for i, write in enumerate(writes):
-                clauses.append(f"w{i} AS ({write.folded()})")
-                params += write.params
-            calls, notify_params = notify.notify_calls(keys)
-            selected = ", ".join(["(SELECT count(*) FROM swapped)", *calls])
-            cursor.execute(f"WITH {', '.join(clauses)} SELECT {selected}", params + notify_params)
-            updated = cursor.fetchone()[0]
-            notified = True
-        else:
-            cursor.execute(swap, swap_params)
-            updated = cursor.rowcount
-            if updated == 1:
-                for write in writes:
-                    for sql, values in write.statements():
-                        cursor.execute(sql, values)
-    if updated != 1:
+    swapped, notified = _send((swap, swap_params), writes, keys)
+    if not swapped:
         raise Unavailable("the workflow execution changed concurrently; retry the request")
     execution.db_version += 1
     if m.closed:
@@ -185,6 +204,38 @@ def persist(execution: Execution, m: Mutation, *, claimed_task: int | None = Non
         CurrentRun.objects.filter(
             namespace_id=execution.namespace_id, workflow_id=execution.workflow_id, run_id=execution.run_id
         ).update(run_id=m.continued.state.run_id, start_request_id=m.continued.state.start_request_id)
+
+
+def _send(
+    swap: tuple[str, list[Any]] | None, writes: list[_Write], keys: dict[str, int]
+) -> tuple[bool, bool]:
+    """Send a run's compare-and-swap (none for a new run) and, if it took, its mutation's `writes`.
+
+    Returns whether the swap took, and whether `keys` were NOTIFYed with the writes (if not, they are
+    left to the caller)."""
+    head, params = swap if swap is not None else ("SELECT 1", [])
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql" and sum(w.rows for w in writes) <= FOLD_MOST_ROWS:
+            # One round trip: each write is a WITH clause that reads the swap's RETURNING, so none is
+            # written when the swap fails (and the caller's transaction rolls back on the error that
+            # follows, NOTIFYs and all).
+            clauses = [f"swapped AS ({head}{' RETURNING 1' if swap is not None else ''})"]
+            params = list(params)
+            for i, write in enumerate(writes):
+                clauses.append(f"w{i} AS ({write.folded()})")
+                params += write.params
+            calls, notify_params = notify.notify_calls(keys)
+            selected = ", ".join(["(SELECT count(*) FROM swapped)", *calls])
+            cursor.execute(f"WITH {', '.join(clauses)} SELECT {selected}", params + notify_params)
+            return cursor.fetchone()[0] == 1, True
+        if swap is not None:
+            cursor.execute(head, params)
+            if cursor.rowcount != 1:
+                return False, False
+        for write in writes:
+            for sql, values in write.statements():
+                cursor.execute(sql, values)
+        return True, False
 
 
 def _dt(value: datetime | None) -> Any:

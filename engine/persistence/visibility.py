@@ -11,7 +11,7 @@ import logging
 import uuid
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from temporalio.api.common.v1 import SearchAttributes
 from temporalio.api.enums.v1 import EventType
 
@@ -51,13 +51,6 @@ def changed(execution: Execution, m: Mutation) -> bool:
     if execution.status != m.state.status or m.search_attributes_changed:
         return True
     return any(e.event_type in _VISIBLE_EVENTS for e in m.events)
-
-
-def record_write_txn(execution: Execution, state: MutableState, m: Mutation | None = None) -> None:
-    """Write the run's visibility record, inside the caller's transaction (see `record_write`)."""
-    upsert = record_write(execution, state, m)
-    with connection.cursor() as cursor:
-        cursor.execute(upsert.statement(), upsert.params)
 
 
 def record_write(execution: Execution, state: MutableState, m: Mutation | None = None) -> records.Upsert:

@@ -11,7 +11,7 @@ from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
 from engine.archival import history as archival_history
 from engine.archival import s3
-from engine.errors import FailedPrecondition, Unavailable
+from engine.errors import FailedPrecondition, NotFound, Unavailable
 from engine.history import workflow_task
 from engine.history.state import OPEN_STATUSES, MutableState
 from engine.models import Execution
@@ -30,8 +30,28 @@ def run_snapshot(*, namespace_id: uuid.UUID, workflow_id: str, run_id: str) -> R
     return RunSnapshot(execution=execution, state=store.decode_state(execution))
 
 
+def run_row(*, namespace_id: uuid.UUID, workflow_id: str, run_id: str) -> Execution:
+    """The run (the current one when `run_id` is empty), its state not opened.
+
+    Raises:
+        NotFound: no such run in this namespace.
+    """
+    return store.find_execution(namespace_id, workflow_id, run_id, lock=False)
+
+
 def reload(execution: Execution) -> Execution:
-    return Execution.objects.get(pk=execution.pk)
+    """The run as it is now.
+
+    Raises:
+        NotFound: it was deleted (retention, or a namespace's deletion) meanwhile.
+    """
+    found = store.load_execution(execution.pk)
+    if found is None:
+        raise NotFound(
+            f"workflow execution not found for workflow ID {execution.workflow_id!r} "
+            f"and run ID {execution.run_id!r}"
+        )
+    return found
 
 
 def history_page(execution: Execution, *, first_event_id: int, page_size: int) -> list[HistoryEvent]:

@@ -152,6 +152,13 @@ def has_deployments(namespace_id: uuid.UUID) -> bool:
     return found
 
 
+def unversioned_known(namespace_id: uuid.UUID) -> bool:
+    """Whether the namespace is known, without I/O, to have no deployments: then `router_for` answers None
+    to an unversioned poller (a cache entry that lapsed or is missing says nothing)."""
+    cached = _has_deployments.get(namespace_id)
+    return cached is not None and time.monotonic() < cached[1] and not cached[0]
+
+
 def forget_deployments(namespace_id: uuid.UUID) -> None:
     """A deployment of the namespace was created or deleted here (after its commit)."""
     _has_deployments.pop(namespace_id, None)

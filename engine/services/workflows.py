@@ -135,16 +135,18 @@ def _start_txn(
     parent: ParentInfo | None = None,
     inherited: versioning.Inherited | None = None,
 ) -> StartResult:
+    new_run_id = ids.new_run_id()
+    # Most starts are of a new id: one statement claims it. The others read and lock its current run.
+    fresh = store.claim_workflow_id(namespace.id, request.workflow_id, new_run_id, request.request_id)
     current = (
-        CurrentRun.objects.select_for_update()
+        None
+        if fresh
+        else CurrentRun.objects.select_for_update()
         .filter(namespace=namespace, workflow_id=request.workflow_id)
         .first()
     )
-    new_run_id = ids.new_run_id()
     if current is not None:
-        previous = Execution.objects.get(
-            namespace=namespace, workflow_id=request.workflow_id, run_id=current.run_id
-        )
+        previous = store.find_execution(namespace.id, request.workflow_id, current.run_id, lock=False)
         if request.request_id and request.request_id == current.start_request_id:
             return StartResult(run_id=current.run_id, started=True)
         if previous.status in OPEN_STATUSES:
@@ -214,7 +216,9 @@ def _start_txn(
         )
     shard = ids.shard_for(namespace.id, request.workflow_id, settings.PERDURA_SHARDS)
     execution = store.insert(namespace.id, shard, m)
-    if current is None:
+    if fresh:
+        pass
+    elif current is None:  # the id's current run was deleted since the claim found it
         CurrentRun.objects.create(
             namespace=namespace,
             workflow_id=request.workflow_id,

@@ -4,6 +4,7 @@ that poll used to cost a transaction that found nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from datetime import timedelta
@@ -16,7 +17,8 @@ from temporalio.api.common.v1 import WorkflowType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
-from engine import notify
+from engine import dbthreads, notify
+from engine.api.rpc import waits
 from engine.matching import queue
 from engine.services import workflow_tasks, workflows
 from tenants.services.namespaces import namespace_register
@@ -79,6 +81,7 @@ def test_a_lost_wake_up_hides_a_task_for_at_most_empty_for(monkeypatch):
 
     with monkeypatch.context() as lost:
         lost.setattr(notify, "publish_on_commit", lambda keys: None)
+        lost.setattr(notify, "publish_here_on_commit", lambda keys: None)  # its NOTIFY rode a write
         _start(namespace, task_queue)
     _from_memory(_poll(namespace, task_queue))  # the wake-up never came
     time.sleep(0.3)
@@ -92,3 +95,43 @@ def test_another_queue_is_not_answered_from_memory():
     with CaptureQueriesContext(connection) as captured:
         assert _poll(namespace, f"{task_queue}-other") == queue.NotYet(None)
     assert captured.captured_queries
+
+
+class _Deadline:
+    """The one thing a long poll asks of its gRPC context: how long its caller still waits."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+
+    def time_remaining(self) -> float:
+        return self._seconds
+
+
+def _long_poll_hops(monkeypatch, namespace, task_queue: str, group: str) -> int:
+    """How many times a long poll of 1.3 s (its answer: nothing) hands its claim to a database thread."""
+    hops = []
+    real = dbthreads.run
+
+    async def counted(fn, *args, **kwargs):
+        hops.append(fn)
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(dbthreads, "run", counted)
+    answer = asyncio.run(
+        waits.long_poll(
+            _Deadline(1.3), namespace, 1, task_queue, lambda: _poll(namespace, task_queue), group=group
+        )
+    )
+    monkeypatch.setattr(dbthreads, "run", real)
+    assert answer is None
+    return len(hops)
+
+
+def test_a_long_poll_of_a_queue_known_empty_asks_no_database_thread(monkeypatch):
+    namespace = namespace_register(name=f"ns-{uuid.uuid4().hex[:8]}")
+    task_queue = f"tq-{uuid.uuid4()}"
+    monkeypatch.setattr(notify, "EMPTY_FOR", timedelta(seconds=5))
+    assert _poll(namespace, task_queue) == queue.NotYet(None)  # read: empty, and no deployments
+    assert _long_poll_hops(monkeypatch, namespace, task_queue, group="") == 0
+    # A versioned poller's claim routes: it reads the queue.
+    assert _long_poll_hops(monkeypatch, namespace, task_queue, group="deployment\x1fbuild") >= 1

@@ -1,5 +1,5 @@
-"""A mutation's rows on Postgres (engine/persistence/store.py `persist`): they ride the run's
-compare-and-swap statement, and a swap that fails writes none of them."""
+"""A mutation's rows on Postgres (engine/persistence/store.py `persist`, `insert`): they ride the run's
+compare-and-swap statement, and a swap that fails writes none of them; a new run's ride one statement."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from temporalio.api.workflowservice.v1 import (
 )
 
 from engine import ids, tokens
-from engine.errors import Unavailable
+from engine.errors import AlreadyExists, Unavailable
 from engine.history.lifecycle import signals
-from engine.history.mutation import Mutation
-from engine.models import Execution, HistoryBatch, Task, Timer
+from engine.history.mutation import Mutation, TaskKind
+from engine.models import CurrentRun, Execution, HistoryBatch, Task, Timer
 from engine.persistence import store
 from engine.services import workflow_tasks, workflows
 from tenants.services.namespaces import namespace_register
@@ -134,3 +134,55 @@ def test_a_close_is_one_statement_with_its_visibility_record_and_the_rows_it_end
     record = VisibilityRecord.objects.get(execution_id=run.pk)
     assert record.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_COMPLETED
     assert record.history_length == 5  # through the completion event
+
+
+def _start_request(namespace, workflow_id: str, request_id: str = "") -> StartWorkflowExecutionRequest:
+    return StartWorkflowExecutionRequest(
+        namespace=namespace.name,
+        workflow_id=workflow_id,
+        workflow_type=WorkflowType(name="T"),
+        task_queue=TaskQueue(name="tq"),
+        request_id=request_id,
+    )
+
+
+def test_a_start_of_a_new_id_is_three_statements():
+    namespace = namespace_register(name=f"ns-{uuid.uuid4().hex[:8]}")
+    workflows.workflow_start(namespace=namespace, request=_start_request(namespace, "other"))  # keys read
+    with CaptureQueriesContext(connection) as captured:
+        result = workflows.workflow_start(namespace=namespace, request=_start_request(namespace, "wf"))
+    sent = [q["sql"] for q in captured.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    assert len(sent) == 3, sent
+    claim, row, rest = sent
+    # The id is claimed by inserting its current-run row: no read, no lock of a row that is not there.
+    assert claim.startswith("INSERT INTO engine_currentrun")
+    assert "ON CONFLICT" in claim
+    assert row.startswith("INSERT INTO engine_execution")
+    assert rest.startswith("WITH swapped AS (SELECT 1)")
+    for write in (
+        "INSERT INTO engine_historybatch",
+        "INSERT INTO engine_task",
+        "INSERT INTO visibility_visibilityrecord",
+        "pg_notify(",
+    ):
+        assert write in rest, write
+    run = Execution.objects.get(namespace=namespace, workflow_id="wf")
+    assert run.run_id == result.run_id
+    assert CurrentRun.objects.get(namespace=namespace, workflow_id="wf").run_id == run.run_id
+    assert VisibilityRecord.objects.get(execution_id=run.pk).run_id == run.run_id
+    assert Task.objects.filter(execution=run, kind=TaskKind.WORKFLOW).count() == 1
+    assert [e.event_id for e in store.history_events(run)] == [1, 2]
+
+
+def test_a_start_of_a_taken_id_writes_nothing_and_answers_as_before():
+    namespace = namespace_register(name=f"ns-{uuid.uuid4().hex[:8]}")
+    first = workflows.workflow_start(namespace=namespace, request=_start_request(namespace, "wf", "req-1"))
+    # The same request again (a client's retry): the same run.
+    again = workflows.workflow_start(namespace=namespace, request=_start_request(namespace, "wf", "req-1"))
+    assert again.run_id == first.run_id
+    assert again.started
+    with pytest.raises(AlreadyExists):
+        workflows.workflow_start(namespace=namespace, request=_start_request(namespace, "wf", "req-2"))
+    assert Execution.objects.filter(namespace=namespace).count() == 1
+    current = CurrentRun.objects.get(namespace=namespace, workflow_id="wf")
+    assert (current.run_id, current.start_request_id) == (first.run_id, "req-1")

@@ -7,7 +7,7 @@ from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from engine import dbthreads, tokens
 from engine.errors import InvalidArgument, NotFound
 from tenants.models import Namespace
-from tenants.selectors import namespace_by_name
+from tenants.selectors import namespace_by_name, namespace_cached
 
 
 def _fresh_by_name(name: str) -> Namespace | None:
@@ -24,7 +24,9 @@ async def namespace(name: str, *, fresh: bool = False) -> Namespace:
     """
     if not name:
         raise InvalidArgument("Namespace is not set on request.")
-    found = await dbthreads.run(_fresh_by_name if fresh else namespace_by_name, name)
+    found = None if fresh else namespace_cached(name)
+    if found is None:
+        found = await dbthreads.run(_fresh_by_name if fresh else namespace_by_name, name)
     if found is None:
         raise NotFound(f"Namespace {name} is not found.", NamespaceNotFoundFailure(namespace=name))
     return found

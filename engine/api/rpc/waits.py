@@ -12,6 +12,7 @@ from perdura import clock, metrics
 from engine import dbthreads, notify
 from engine.history.mutation import TaskKind
 from engine.matching import queue
+from engine.services import task_routing
 from tenants.models import Namespace
 
 LONG_POLL_SECONDS = 60.0
@@ -43,10 +44,11 @@ async def long_poll(
     label = metrics.namespace_label(namespace.name)
     kind_label = _KIND_LABELS.get(kind, "other")
     waiting = None  # this poll's share of the waiting gauge, once it has found the queue empty
-    with notify.hub.waiter(notify.task_queue_key(namespace.id, kind, task_queue), group=group) as waiter:
+    key = notify.task_queue_key(namespace.id, kind, task_queue)
+    with notify.hub.waiter(key, group=group) as waiter:
         try:
             while True:
-                outcome = await dbthreads.run(poll_once)
+                outcome = _known_empty(namespace, key, group) or await dbthreads.run(poll_once)
                 if not isinstance(outcome, queue.NotYet):
                     match = "backlog" if waiting is None else "sync"
                     metrics.tasks_matched.labels(label, kind_label, match).inc()
@@ -65,6 +67,16 @@ async def long_poll(
         finally:
             if waiting is not None:
                 waiting.dec()
+
+
+def _known_empty(namespace: Namespace, key: str, group: str) -> queue.NotYet | None:
+    """What the claim would answer from memory (engine/services/task_claims.py), answered here without
+    handing the poll to a database thread: only for a poller of no version, in a namespace known to
+    have no deployments (else the claim routes, and reads the queue)."""
+    if group or not task_routing.unversioned_known(namespace.id):
+        return None
+    until = notify.hub.known_empty(key, clock.now())
+    return queue.NotYet(until) if until is not None else None
 
 
 def matched_eagerly(namespace: Namespace, kind: int, count: int = 1) -> None:

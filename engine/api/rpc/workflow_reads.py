@@ -31,6 +31,13 @@ async def _snapshot(namespace: Namespace, workflow_id: str, run_id: str) -> read
     )
 
 
+async def _run(namespace: Namespace, workflow_id: str, run_id: str) -> Execution:
+    """The run's row, its state left sealed: history reads need only its ids and counters."""
+    return await dbthreads.run(
+        reads.run_row, namespace_id=namespace.id, workflow_id=workflow_id, run_id=run_id
+    )
+
+
 async def describe_workflow_execution(
     request: rr.DescribeWorkflowExecutionRequest, context: grpc.aio.ServicerContext
 ) -> rr.DescribeWorkflowExecutionResponse:
@@ -64,7 +71,7 @@ async def get_workflow_execution_history(
         run_id, first_event_id = page_tokens.history_decode(request.next_page_token)
     close_only = request.history_event_filter_type == CLOSE_EVENT
     try:
-        snap = await _snapshot(namespace, request.execution.workflow_id, run_id)
+        execution = await _run(namespace, request.execution.workflow_id, run_id)
     except NotFound:
         # Deleted by retention, perhaps archived first: then the archive answers (closed: nothing to wait for).
         archived = await dbthreads.run(
@@ -76,7 +83,6 @@ async def get_workflow_execution_history(
         if archived is None:
             raise
         return _archived_page(archived, first_event_id, close_only, request.maximum_page_size)
-    execution = snap.execution
     if request.wait_new_event:
         execution = await _wait_for_history(context, execution, first_event_id, close_only)
 
@@ -156,7 +162,7 @@ async def get_workflow_execution_history_reverse(
     validation.run_id(request.execution.run_id)
     page_size = request.maximum_page_size or DEFAULT_HISTORY_PAGE
     try:
-        snap = await _snapshot(namespace, request.execution.workflow_id, request.execution.run_id)
+        execution = await _run(namespace, request.execution.workflow_id, request.execution.run_id)
     except NotFound:
         archived = await dbthreads.run(
             reads.archived_history,
@@ -173,11 +179,11 @@ async def get_workflow_execution_history_reverse(
         return _reverse_response(
             archived_runs.reverse_page(all_events, before_event_id=before, page_size=page_size)
         )
-    before = snap.execution.next_event_id
+    before = execution.next_event_id
     if request.next_page_token:
         before = page_tokens.reverse_decode(request.next_page_token)
     events = await dbthreads.run(
-        reads.history_reverse_page, snap.execution, before_event_id=before, page_size=page_size
+        reads.history_reverse_page, execution, before_event_id=before, page_size=page_size
     )
     return _reverse_response(events)
 
