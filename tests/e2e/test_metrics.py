@@ -108,13 +108,21 @@ async def test_each_process_exports_request_backlog_and_timer_series(
         le="+Inf",
     )
     assert infinite == latency[0].value
-    errors = total(
-        api,
-        "perdura_grpc_errors_total",
-        method="DescribeWorkflowExecution",
-        namespace="default",
-        code="NOT_FOUND",
-    )
+    # The server counts an error as the call unwinds, just after its status went out: the client may
+    # scrape before that.
+    deadline = time.monotonic() + 5
+    while True:
+        errors = total(
+            api,
+            "perdura_grpc_errors_total",
+            method="DescribeWorkflowExecution",
+            namespace="default",
+            code="NOT_FOUND",
+        )
+        if errors >= 1 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+        api = scrape(api_port)
     assert errors >= 1
     assert total(api, "perdura_grpc_errors_total", method="StartWorkflowExecution", code="OK") == 0
     assert total(api, "perdura_tasks_matched_total", namespace="default", kind="workflow") >= 2
