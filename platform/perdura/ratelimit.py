@@ -116,6 +116,16 @@ class Limiter(abc.ABC):
             failure: a limiter that cannot reach its store decides by itself (see the module docstring).
         """
 
+    remote = False
+    """Whether each take is a round trip to a store other processes share (worth taking tokens ahead)."""
+
+    async def acquire_many(self, key: str, rate: Rate, wanted: int) -> tuple[int, float]:
+        """Take between one and `wanted` tokens from the bucket `key` at once, as many as are there
+        (`gcra_take`): (tokens taken, seconds until one is there when none was). Never raises for a
+        backend failure. A limiter that cannot take several at once takes one."""
+        decision = await self.acquire(key, rate)
+        return (1, 0.0) if decision.allowed else (0, decision.retry_after)
+
     async def close(self) -> None:  # noqa: B027 (optional hook: only the Redis limiter holds connections)
         """Release connections (the memory limiter has none)."""
 
@@ -153,6 +163,9 @@ class MemoryLimiter(Limiter):
 
     async def acquire(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
         return self.check(key, rate, peek=peek)
+
+    async def acquire_many(self, key: str, rate: Rate, wanted: int) -> tuple[int, float]:
+        return self.take(key, rate, wanted)
 
 
 # KEYS[1]: the bucket; ARGV: interval (µs), burst tolerance (µs), "1" to peek, tokens wanted, at least.
@@ -195,13 +208,23 @@ class RedisLimiter(Limiter):
         self._down_until = 0.0
         self._warned_at = -WARN_EVERY_SECONDS
 
+    remote = True
+
     async def acquire(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
+        taken, retry_after = await self._take(key, rate, 1, peek=peek)
+        return ALLOWED if taken else Decision(False, retry_after)
+
+    async def acquire_many(self, key: str, rate: Rate, wanted: int) -> tuple[int, float]:
+        return await self._take(key, rate, wanted, peek=False)
+
+    async def _take(self, key: str, rate: Rate, wanted: int, *, peek: bool) -> tuple[int, float]:
         now = time.monotonic()
         if now < self._down_until:
-            return self.fallback.check(key, rate, peek=peek)
+            return self.fallback.take(key, rate, wanted, peek=peek)
         try:
-            allowed, retry_us = await self._script(
-                keys=[self._prefix + key], args=[rate.interval_us, rate.tolerance_us, "1" if peek else "0", 1]
+            taken, retry_us = await self._script(
+                keys=[self._prefix + key],
+                args=[rate.interval_us, rate.tolerance_us, "1" if peek else "0", wanted],
             )
         except Exception as e:  # redis errors, timeouts, refused connections: all mean "Redis is away"
             self._down_until = now + REDIS_RETRY_SECONDS
@@ -212,8 +235,8 @@ class RedisLimiter(Limiter):
                     type(e).__name__,
                     e,
                 )
-            return self.fallback.check(key, rate, peek=peek)
-        return ALLOWED if allowed else Decision(False, int(retry_us) / 1_000_000)
+            return self.fallback.take(key, rate, wanted, peek=peek)
+        return int(taken), int(retry_us) / 1_000_000
 
     async def close(self) -> None:
         await self._redis.aclose()
@@ -224,6 +247,9 @@ class Unlimited(Limiter):
 
     async def acquire(self, key: str, rate: Rate, *, peek: bool = False) -> Decision:
         return ALLOWED
+
+    async def acquire_many(self, key: str, rate: Rate, wanted: int) -> tuple[int, float]:
+        return wanted, 0.0
 
 
 BACKENDS = ("redis", "memory", "off")

@@ -9,6 +9,8 @@ import pytest
 from perdura import ratelimit
 from perdura.ratelimit import Rate
 
+from engine.api.ratelimits import NamespaceLimits
+from tenants import quotas
 from tests.support.servers import REDIS_URL
 
 
@@ -194,3 +196,64 @@ async def test_a_flood_on_a_drained_bucket_asks_redis_about_once_per_token(setti
     refills = 20 * elapsed + 5
     assert 40 <= admitted <= 40 + refills, (admitted, elapsed)
     assert limiter.asked <= 40 + 2 * refills + 32, (limiter.asked, admitted, elapsed)
+
+
+async def test_many_tokens_at_once_are_as_many_as_are_there(limiter):
+    rate = Rate(per_second=10, burst=5)
+    assert await limiter.acquire_many("m", rate, 3) == (3, 0.0)
+    assert await limiter.acquire_many("m", rate, 3) == (2, 0.0)  # the rest of the burst
+    taken, retry_after = await limiter.acquire_many("m", rate, 3)
+    assert taken == 0
+    assert 0 < retry_after <= 0.1
+
+
+async def _admitted_in(limits, namespace: str, seconds: float, calls_per_tick: int) -> int:
+    """Calls admitted while `calls_per_tick` arrive every millisecond or so for `seconds`."""
+    admitted = 0
+    loop = asyncio.get_running_loop()
+    until = loop.time() + seconds
+    while loop.time() < until:
+        for _ in range(calls_per_tick):
+            if await limits.check(namespace, quotas.Bucket.ACTIONS) is None:
+                admitted += 1
+        await asyncio.sleep(0.001)
+    return admitted
+
+
+class _Rates(NamespaceLimits):
+    """A namespace's rates given here, without reading its row (the limiter is the real one)."""
+
+    def __init__(self, limiter, actions_rps: float) -> None:
+        super().__init__(limiter)
+        self.actions_rps = actions_rps
+
+    async def rates(self, namespace):
+        return quotas.namespace_rates({"actions": self.actions_rps})
+
+
+async def test_a_process_takes_redis_tokens_ahead_while_calls_come_fast_and_never_exceeds_the_limit():
+    limiter = ratelimit.RedisLimiter(REDIS_URL, prefix=f"perdura-test:{uuid.uuid4().hex[:8]}:")
+    round_trips = []
+    real = limiter.acquire_many
+
+    async def counted(key, rate, wanted):
+        round_trips.append(wanted)
+        return await real(key, rate, wanted)
+
+    limiter.acquire_many = counted
+    try:
+        # 2,000 a second with a burst of 4,000: the flood below stays within it, so every call is admitted.
+        limits = _Rates(limiter, 2000.0)
+        admitted = await _admitted_in(limits, "ns", 0.5, calls_per_tick=4)
+        assert admitted > 200
+        assert len(round_trips) < admitted / 4  # most calls spent a token taken ahead
+        assert max(round_trips) <= 32  # at most AHEAD_MOST at once (2,000 x 25 ms = 50)
+
+        # 40 a second, a burst of 80: takes ahead are capped to one (40 x 25 ms), and the limit holds.
+        round_trips.clear()
+        slow = _Rates(limiter, 40.0)
+        admitted = await _admitted_in(slow, "ns-slow", 1.0, calls_per_tick=2)
+        assert set(round_trips) == {1}
+        assert 80 <= admitted <= 80 + 45  # the burst, then the refill of about a second
+    finally:
+        await limiter.close()
