@@ -24,27 +24,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from typing import Any
 
-from temporalio import activity, workflow
+from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-from throughput import LatencyStats, percentile
-
-_TIMEOUT = timedelta(seconds=30)
-
-
-@activity.defn(name="latency_echo")
-async def latency_echo(value: str) -> str:
-    return value
+from throughput import BenchOneActivity, LatencyStats, bench_echo, beside_worker, percentile
 
 
 @workflow.defn(name="LatencyTimer")
@@ -52,13 +43,6 @@ class LatencyTimer:
     @workflow.run
     async def run(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-
-
-@workflow.defn(name="LatencyActivity")
-class LatencyActivity:
-    @workflow.run
-    async def run(self, value: str) -> str:
-        return await workflow.execute_activity(latency_echo, value, start_to_close_timeout=_TIMEOUT)
 
 
 def _ms(later: HistoryEvent, earlier: HistoryEvent) -> float:
@@ -132,8 +116,8 @@ async def measure(
     worker = Worker(
         client,
         task_queue=task_queue,
-        workflows=[LatencyTimer, LatencyActivity],
-        activities=[latency_echo],
+        workflows=[LatencyTimer, BenchOneActivity],
+        activities=[bench_echo],
         workflow_runner=UnsandboxedWorkflowRunner(),
         disable_eager_activity_execution=True,  # every activity goes through the server's matching
         max_concurrent_activities=max(concurrency, 100),
@@ -157,7 +141,7 @@ async def measure(
         ids = [f"latency-activity-{run}-{i}" for i in range(activity_workflows)]
 
         async def one(i: int) -> list[HistoryEvent]:
-            await client.execute_workflow(LatencyActivity.run, ids[i], id=ids[i], task_queue=task_queue)
+            await client.execute_workflow(BenchOneActivity.run, ids[i], id=ids[i], task_queue=task_queue)
             return await _history(client, ids[i])
 
         histories = await _gated(activity_workflows, concurrency, one)
@@ -165,7 +149,7 @@ async def measure(
 
     async def both() -> dict[str, Any]:
         await client.execute_workflow(
-            LatencyActivity.run, "warm", id=f"latency-warm-{run}", task_queue=task_queue
+            BenchOneActivity.run, "warm", id=f"latency-warm-{run}", task_queue=task_queue
         )
         lateness = await timers_phase() if timers else []
         dispatch = await activities_phase() if activity_workflows else []
@@ -179,21 +163,7 @@ async def measure(
             "activity_dispatch_ms": _stats(dispatch),
         }
 
-    worker_task = asyncio.create_task(worker.run())
-    measure_task = asyncio.create_task(both())
-    try:
-        await asyncio.wait({worker_task, measure_task}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not measure_task.done():
-            measure_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await measure_task
-        if not worker_task.done():
-            await worker.shutdown()
-    await worker_task
-    if measure_task.cancelled():
-        raise RuntimeError("the worker stopped before the benchmark finished")
-    return measure_task.result()
+    return await beside_worker(worker, both())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,9 +31,10 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Coroutine
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity, workflow
 from temporalio.client import Client
@@ -42,6 +43,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 SCENARIOS: tuple[str, ...] = ("one_activity", "ten_activities", "timer", "signal")
 
 _ACTIVITY_TIMEOUT = timedelta(seconds=30)
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- workflows and activities
@@ -324,12 +326,24 @@ async def run_benchmark(
         return samples, time.process_time() - cpu_before
 
     server_cpu: dict[str, float] = {}
+    samples, cpu_s = await beside_worker(worker, measure())
+    result = _summarise(address, scenario, workflows, concurrency, samples)
+    result.client_cpu_s = round(cpu_s, 3)
+    result.eager_activities = eager_activities
+    if "s" in server_cpu:
+        result.server_cpu_s = round(server_cpu["s"], 3)
+    return result
 
-    # Not `async with worker`: if the worker fails at start-up (e.g. unknown namespace), the SDK's
-    # __aexit__ waits forever for a shutdown that never completes. Running both as tasks lets a dead
-    # worker abort the measurement, and a finished measurement shut the worker down.
+
+async def beside_worker(worker: Worker, measurement: Coroutine[Any, Any, T]) -> T:
+    """Run `measurement` while `worker` serves its task queue, then shut the worker down; its result.
+
+    Not `async with worker`: if the worker fails at start-up (e.g. unknown namespace), the SDK's
+    __aexit__ waits forever for a shutdown that never completes. Running both as tasks lets a dead
+    worker abort the measurement, and a finished measurement shut the worker down.
+    """
     worker_task = asyncio.create_task(worker.run(), name="bench-worker")
-    measure_task = asyncio.create_task(measure(), name="bench-measure")
+    measure_task = asyncio.create_task(measurement, name="bench-measure")
     try:
         await asyncio.wait({worker_task, measure_task}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -342,13 +356,7 @@ async def run_benchmark(
     await worker_task  # re-raises a fatal worker error, if any
     if measure_task.cancelled():
         raise RuntimeError("the worker stopped before the benchmark finished")
-    samples, cpu_s = measure_task.result()
-    result = _summarise(address, scenario, workflows, concurrency, samples)
-    result.client_cpu_s = round(cpu_s, 3)
-    result.eager_activities = eager_activities
-    if "s" in server_cpu:
-        result.server_cpu_s = round(server_cpu["s"], 3)
-    return result
+    return measure_task.result()
 
 
 def _summarise(
