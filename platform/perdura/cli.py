@@ -304,6 +304,9 @@ def main(argv: list[str] | None = None) -> None:
     erase_cli.add_parsers(sub)
 
     args = parser.parse_args(argv)
+    # Each process's Postgres sessions carry its role (pg_stat_activity.application_name): an operator can
+    # tell the api's connections from the workers', and a test can follow a worker's.
+    os.environ.setdefault("PGAPPNAME", f"perdura-{args.command}")
     args.func(args)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import psycopg
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -101,3 +102,32 @@ async def test_a_timer_further_than_two_sweeps_fires_on_the_wakeup_a_sweep_sends
         late = sorted([await _lateness(h) for h in handles])
     print(f"timer lateness with a 1s sweep, timers 4-7 s: {', '.join(f'{s:.3f}' for s in late)} s")
     assert late[-1] < 0.3, late
+
+
+def _worker_sessions(database_url: str) -> set[tuple[int, object]]:
+    """The shard worker's open Postgres sessions (its processes name themselves, perdura/cli.py)."""
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT pid, backend_start FROM pg_stat_activity "
+            "WHERE application_name = 'perdura-worker' AND datname = current_database()"
+        ).fetchall()
+    return set(rows)
+
+
+async def test_the_shard_worker_keeps_its_database_sessions_from_one_wakeup_to_the_next(slow_sweep_server):
+    """Each wake-up is a Celery task, and Celery's Django fixup closed the pool process's connection after
+    every task unless told to reuse it: each timer paid for a new Postgres session, a third of a busy
+    pool's time. With a 30 s sweep, the tasks here are the timers' wake-ups."""
+    client = await Client.connect(slow_sweep_server.address)
+    queue = f"sessions-{uuid.uuid4()}"
+    seen: set[tuple[int, object]] = set()
+    async with Worker(client, task_queue=queue, workflows=[TimerWorkflow]):
+        for _ in range(6):
+            handle = await client.start_workflow(
+                TimerWorkflow.run, 0.2, id=f"sessions-{uuid.uuid4()}", task_queue=queue
+            )
+            assert await handle.result() == "woke"
+            seen |= _worker_sessions(slow_sweep_server.database_url)
+    # Six wake-ups, served by the pool's two processes: at most a session each, and still open between
+    # tasks (before, none was left open after a task).
+    assert 1 <= len(seen) <= 2, seen
