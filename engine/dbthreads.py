@@ -1,4 +1,9 @@
-"""Running Django ORM work from asyncio code (gRPC server, dev shard loop): a bounded pool, healthy connections."""
+"""Running Django ORM work from asyncio code (gRPC server, shard loop): a bounded pool, healthy connections.
+
+Work is taken by priority, then in order of arrival. `perdura dev` has one database thread, which serves
+the API and fires timers: a due timer's pass goes ahead of the API calls queued behind it (under load, 50 of
+them made timers 100-500 ms late), instead of waiting its turn.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,54 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import itertools
+import queue
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.db import close_old_connections
 
 T = TypeVar("T")
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+URGENT, NORMAL = 0, 1
+"""Priorities: shard passes (timers due now) are URGENT, the API's calls NORMAL."""
+
+
+class _Pool:
+    """Database threads, each taking the most urgent work queued, the oldest first."""
+
+    def __init__(self, threads: int) -> None:
+        self._queue: queue.PriorityQueue[tuple[int, int, concurrent.futures.Future[Any], Callable[[], Any]]]
+        self._queue = queue.PriorityQueue()
+        self._order = itertools.count()
+        for i in range(threads):
+            threading.Thread(target=self._work, name=f"perdura-db_{i}", daemon=True).start()
+
+    def submit(self, priority: int, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._queue.put((priority, next(self._order), future, fn))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            _, _, future, fn = self._queue.get()
+            if not future.set_running_or_notify_cancel():
+                continue  # its caller went away before it started
+            try:
+                result = fn()
+            except BaseException as e:  # noqa: BLE001 - handed to the caller, as an executor does
+                future.set_exception(e)
+            else:
+                future.set_result(result)
+
+
+_pool: _Pool | None = None
 
 
 def configure(max_workers: int) -> None:
     global _pool
-    _pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="perdura-db")
+    _pool = _Pool(max_workers)
 
 
 def _call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
@@ -25,11 +66,22 @@ def _call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -
     return fn(*args, **kwargs)
 
 
-async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run `fn` on a database thread and await its result, in a copy of the caller's context (as
-    asyncio.to_thread does), so context variables such as the audit log's actor reach it."""
+async def _run(priority: int, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    global _pool
     if _pool is None:
-        configure(16)
-    loop = asyncio.get_running_loop()
+        _pool = _Pool(16)
+    # In a copy of the caller's context (as asyncio.to_thread does), so context variables such as the
+    # audit log's actor reach it.
     context = contextvars.copy_context()
-    return await loop.run_in_executor(_pool, functools.partial(context.run, _call, fn, args, kwargs))
+    future = _pool.submit(priority, functools.partial(context.run, _call, fn, args, kwargs))
+    return await asyncio.wrap_future(future)
+
+
+async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run `fn` on a database thread and await its result."""
+    return await _run(NORMAL, fn, args, kwargs)
+
+
+async def run_urgent(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run `fn` on a database thread ahead of the NORMAL work waiting for one, and await its result."""
+    return await _run(URGENT, fn, args, kwargs)

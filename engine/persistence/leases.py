@@ -1,6 +1,7 @@
 """Shard leases with a fencing number (DESIGN.md rule 4).
 
-A lease is held only while a worker processes a shard's due timers; taking it bumps `range_id`.
+A Celery pass holds a lease while it processes a shard; a shard loop (engine/shards/loop.py) holds its
+shards' leases from one pass to the next and renews them. Taking a lease bumps `range_id`.
 Every write the processor makes re-reads `range_id` inside its own transaction (FOR SHARE on
 Postgres, so a concurrent steal waits for it) and gives up if it changed: two workers that both
 believe they own a shard can never both commit.
@@ -86,6 +87,25 @@ def release(shard: int, range_id: int) -> None:
             "UPDATE engine_shardlease SET owner = '', expires_at = %s WHERE shard = %s AND range_id = %s",
             [connection.ops.adapt_datetimefield_value(clock.now()), shard, range_id],
         )
+
+
+def renew(owner: str, held: dict[int, int], ttl: float | None = None) -> dict[int, int]:
+    """Extend the leases `owner` holds (shard -> range_id); returns those still its own, in one statement.
+    A lease taken over meanwhile (another range_id) is left as it is and missing from the answer."""
+    if not held:
+        return {}
+    ttl = getattr(settings, "PERDURA_SHARD_LEASE_SECONDS", LEASE_SECONDS) if ttl is None else ttl
+    until = connection.ops.adapt_datetimefield_value(clock.now() + timedelta(seconds=ttl))
+    shards = sorted(held)
+    marks = ", ".join(["%s"] * len(shards))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE engine_shardlease SET expires_at = %s WHERE owner = %s AND shard IN ({marks}) "
+            "RETURNING shard, range_id",
+            [until, owner, *shards],
+        )
+        rows = cursor.fetchall()
+    return {shard: range_id for shard, range_id in rows if held.get(shard) == range_id}
 
 
 def check(shard: int, range_id: int) -> None:

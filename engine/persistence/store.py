@@ -530,5 +530,10 @@ def history_events(
 
 def due_timers(shard: int, now: datetime, limit: int) -> list[Timer]:
     """Live timers of `shard` due by `now`, oldest first (parked ones are out of the partial due index)."""
-    rows = Timer.objects.filter(shard=shard, parked_at__isnull=True, fire_at__lte=now)
-    return list(rows.order_by("fire_at", "id")[:limit])
+    # Written out (engine/persistence/model_rows.py): it starts every timer pass, and the ORM's query
+    # building was a fifth of perdura dev's firing time.
+    sql = (
+        f"SELECT {model_rows.columns(Timer)} FROM engine_timer "
+        "WHERE shard = %s AND parked_at IS NULL AND fire_at <= %s ORDER BY fire_at, id LIMIT %s"
+    )
+    return model_rows.fetch(Timer, sql, [shard, connection.ops.adapt_datetimefield_value(now), limit])

@@ -11,7 +11,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Min
 from opentelemetry import trace
 from perdura import clock, metrics
 
@@ -21,7 +20,16 @@ from engine.history.mutation import Mutation, TimerKind
 from engine.models import Timer
 from engine.persistence import leases, store
 from engine.services import write_path
-from engine.shards import batches, parking, reencryption, retention, retention_pace, schedules, transfers
+from engine.shards import (
+    batches,
+    next_due,
+    parking,
+    reencryption,
+    retention,
+    retention_pace,
+    schedules,
+    transfers,
+)
 from engine.shards.budget import Budget
 
 log = logging.getLogger(__name__)
@@ -124,14 +132,34 @@ def _process_leased(shard: int, owner: str, budget: Budget | None) -> int | None
     range_id = leases.acquire(shard, owner)
     if range_id is None:
         return None
+    try:
+        done = process_held(shard, range_id, budget=budget)
+    except leases.LeaseLost:
+        return 0
+    except Exception:
+        # Let another worker take the shard at once rather than when the lease expires (best effort).
+        with contextlib.suppress(Exception):
+            leases.release(shard, range_id)
+        raise
+    leases.release(shard, range_id)
+    return done
+
+
+def process_held(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
+    """One pass over `shard` under a lease already held as `range_id`: its due timers, then a slice of each
+    other queue with rows due, round after round, until nothing is due or the budget is spent.
+
+    Raises:
+        leases.LeaseLost: another worker took the shard; what was committed before stands.
+        parking.Outage: the database failed; the rows stay as they were.
+    """
     budget = budget or Budget()
     done = 0
     try:
-        # Timers first, then a slice of each other queue with rows due, round after round: a long run of
-        # transfers (or of failing ones) keeps the shard's timers waiting a slice at most. Each round
-        # starts with one probe of every queue; the last, finding nothing, is also the look for work that
-        # came due during the pass (its wake-up hint was refused: the lease was ours), so it does not wait
-        # for the next hint or sweep.
+        # A long run of transfers (or of failing ones) keeps the shard's timers waiting a slice at most.
+        # Each round starts with one probe of every queue; the last, finding nothing, is also the look for
+        # work that came due during the pass (a Celery pass's wake-up hint was refused: the lease was
+        # its own), so it does not wait for the next hint or sweep.
         while due := _due_queues(shard, clock.now(), may_wait=budget.may_wait):
             if "timers" in due:
                 done += _fire_due(shard, range_id, budget)
@@ -143,13 +171,7 @@ def _process_leased(shard: int, owner: str, budget: Budget | None) -> int | None
     except leases.LeaseLost:
         metrics.shard_lease_lost.labels(str(shard)).inc()
         log.warning("lost the lease of shard %s while processing it; another worker continues", shard)
-        return done
-    except Exception:
-        # Let another worker take the shard at once rather than when the lease expires (best effort).
-        with contextlib.suppress(Exception):
-            leases.release(shard, range_id)
         raise
-    leases.release(shard, range_id)
     return done
 
 
@@ -203,14 +225,10 @@ def _due_queues(shard: int, now: datetime, *, may_wait: bool = False) -> set[str
 
 
 def due_shards() -> list[int]:
-    """Shards that have timers due now, transfers waiting, schedule ticks or retention rows due (reads, so
-    idle sweeps write nothing)."""
-    now = clock.now()
-    live = Timer.objects.filter(parked_at__isnull=True)
-    due = set(live.filter(fire_at__lte=now).values_list("shard", flat=True).distinct())
-    due |= set(transfers.shards_with_transfers(now)) | schedules.due_shards(now) | batches.due_shards(now)
-    due |= reencryption.due_shards(now)
-    return sorted(due | retention.due_shards(now))
+    """Shards that have timers due now, transfers waiting, schedule ticks, batch steps, re-encryption or
+    retention rows due (reads, so idle sweeps write nothing)."""
+    due_now, _ = next_due.plan(range(settings.PERDURA_SHARDS), clock.now())
+    return due_now
 
 
 def coming_due(after: datetime, until: datetime, kinds: frozenset[int]) -> list[tuple[int, datetime]]:
@@ -223,14 +241,7 @@ def coming_due(after: datetime, until: datetime, kinds: frozenset[int]) -> list[
 
 
 def next_fire_at() -> datetime | None:
-    """The earliest time a live timer, a transfer's retry, a schedule tick, a retention row or a batch step
-    is due."""
-    times = [
-        Timer.objects.filter(parked_at__isnull=True).aggregate(first=Min("fire_at"))["first"],
-        transfers.next_retry_at(),
-        schedules.next_wakeup(),
-        retention.next_due(),
-        batches.next_wakeup(),
-        reencryption.next_wakeup(),
-    ]
-    return min((t for t in times if t is not None), default=None)
+    """The earliest time a live timer, a transfer's retry, a schedule tick, a retention row, a batch step or
+    a re-encryption batch is due (now, for a fresh transfer)."""
+    now = clock.now()
+    return min(next_due.earliest(range(settings.PERDURA_SHARDS), now).values(), default=None)

@@ -1,0 +1,108 @@
+"""The shard loop's turn (engine/shards/loop.py): leases held from one pass to the next, the due shards found
+in one statement (engine/shards/next_due.py), and fencing still refusing a loop whose lease was taken."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from perdura import clock
+
+from engine.history.mutation import TimerKind
+from engine.models import ShardLease, Timer
+from engine.persistence import leases
+from engine.shards import loop, next_due, timers
+from tests.integration.test_shard_fencing import fired_events, run_with_due_timer
+from tests.integration.test_shard_parking import started_run
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def lease_writes(captured: CaptureQueriesContext) -> list[str]:
+    return [
+        q["sql"]
+        for q in captured.captured_queries
+        if "engine_shardlease" in q["sql"] and not q["sql"].lstrip().upper().startswith("SELECT")
+    ]
+
+
+def test_the_loop_takes_every_lease_once_and_fires_without_taking_or_releasing_one():
+    held = loop.HeldLeases("loop-a", range(settings.PERDURA_SHARDS))
+    held.refresh(0.0)
+    assert sorted(held.held) == list(range(settings.PERDURA_SHARDS))
+    execution = run_with_due_timer()
+    with CaptureQueriesContext(connection) as captured:
+        again, _ = loop._cycle(held, 1.0)
+    assert again
+    assert fired_events(execution) == 1
+    # A Celery pass takes the lease and lets it go (two commits); the loop's turn writes no lease at all.
+    assert lease_writes(captured) == []
+    assert held.held == dict(ShardLease.objects.filter(owner="loop-a").values_list("shard", "range_id"))
+
+
+def test_leases_are_renewed_a_third_of_the_way_through_and_a_lease_taken_over_is_dropped(settings):
+    settings.PERDURA_SHARD_LEASE_SECONDS = 30
+    held = loop.HeldLeases("loop-a", range(settings.PERDURA_SHARDS))
+    held.refresh(0.0)
+    with CaptureQueriesContext(connection) as captured:
+        held.refresh(9.0)
+    assert captured.captured_queries == []
+    ShardLease.objects.filter(shard=3).update(expires_at=clock.now() - timedelta(seconds=1))
+    taken = leases.acquire(3, "loop-b")
+    assert taken is not None
+    before = clock.now()
+    held.refresh(11.0)
+    assert 3 not in held.held  # still loop-b's: a live lease is not stolen back
+    assert len(held.held) == settings.PERDURA_SHARDS - 1
+    renewed = ShardLease.objects.filter(owner="loop-a").values_list("expires_at", flat=True)
+    assert all(at >= before + timedelta(seconds=29) for at in renewed)
+
+
+def test_a_loop_whose_lease_was_taken_commits_nothing_and_lets_the_shard_go():
+    held = loop.HeldLeases("loop-a", range(settings.PERDURA_SHARDS))
+    held.refresh(0.0)
+    execution = run_with_due_timer()
+    ShardLease.objects.filter(shard=execution.shard).update(expires_at=clock.now() - timedelta(seconds=1))
+    assert leases.acquire(execution.shard, "loop-b") is not None
+    loop._cycle(held, 1.0)
+    assert fired_events(execution) == 0
+    assert execution.shard not in held.held
+    assert Timer.objects.filter(execution=execution, kind=TimerKind.USER_TIMER).exists()
+
+
+def test_a_loop_started_again_under_its_name_takes_its_live_leases_back_at_once():
+    """`perdura dev` killed and started again: its leases are still live, and it must not wait them out."""
+    first = loop.HeldLeases(loop.dev_owner_name(), range(settings.PERDURA_SHARDS))
+    first.refresh(0.0)
+    again = loop.HeldLeases(loop.dev_owner_name(), range(settings.PERDURA_SHARDS))
+    again.refresh(0.0)
+    assert sorted(again.held) == list(range(settings.PERDURA_SHARDS))
+    assert all(again.held[s] == first.held[s] + 1 for s in again.held)
+    again.release_all()
+    assert not ShardLease.objects.exclude(owner="").exists()
+
+
+def test_the_due_shards_and_the_next_due_time_come_from_one_statement():
+    due_run = run_with_due_timer()
+    later_run = started_run(shard=(due_run.shard + 1) % settings.PERDURA_SHARDS)
+    parked_run = started_run(shard=(due_run.shard + 2) % settings.PERDURA_SHARDS)
+    soon = clock.now() + timedelta(seconds=30)
+    Timer.objects.create(shard=later_run.shard, fire_at=soon, execution=later_run, kind=TimerKind.USER_TIMER)
+    Timer.objects.create(
+        shard=parked_run.shard,
+        fire_at=clock.now() - timedelta(seconds=5),
+        execution=parked_run,
+        kind=TimerKind.USER_TIMER,
+        parked_at=clock.now(),
+    )
+    with CaptureQueriesContext(connection) as captured:
+        due_now, later = next_due.plan(range(settings.PERDURA_SHARDS), clock.now())
+    assert len(captured.captured_queries) == 1
+    assert due_now == [due_run.shard]
+    assert later == soon
+    assert timers.due_shards() == [due_run.shard]
+    # Only the shards asked about.
+    assert next_due.plan([later_run.shard], clock.now()) == ([], soon)
