@@ -153,6 +153,14 @@ class ShardLease(models.Model):
     """When the latest pass over the shard began (its lease taken): a wake-up sent before then is spent."""
 
 
+class ShardOwner(models.Model):
+    """A shard loop that is alive (engine/shards/ownership.py): each takes its share of the shards' leases,
+    the shard count over the number of loops seen within a lease's time."""
+
+    name = models.CharField(max_length=255, primary_key=True)
+    seen_at = models.DateTimeField()
+
+
 class Query(models.Model):
     """A query in flight: the request waits here for a worker's answer. Queries never touch history."""
 

@@ -4,10 +4,9 @@ A process-local hub lets asyncio waiters (long-polls) be woken from the database
 commit changes. In Postgres mode the same keys also travel through NOTIFY, sent inside the
 transaction (so only committed work is announced) and relayed to each process's hub by a listener.
 
-Shard work (a timer, a transfer or a schedule tick coming due) is announced as a typed ShardDue hint.
-Whoever fires it subscribes at app start (the Celery sender, engine/apps.py), so the code that writes
-rows never imports the code that processes them; with no subscriber (perdura dev) the hint is the
-TIMERS_KEY its in-process loop waits on.
+Shard work (a timer, a transfer or a schedule tick coming due) is announced on its shard's key: the loop
+that holds the shard (engine/shards/loop.py) wakes for it, in `perdura dev`'s process or, over NOTIFY, in a
+shard worker's.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
@@ -46,7 +44,20 @@ def closed_key(execution_pk: int) -> str:
     return f"closed/{execution_pk}"
 
 
-TIMERS_KEY = "timers"
+_SHARD_PREFIX = "shard/"
+
+
+def shard_key(shard: int) -> str:
+    """The key of new work in `shard` (a timer due soon, a transfer, a schedule tick)."""
+    return f"{_SHARD_PREFIX}{shard}"
+
+
+def shard_of(key: str) -> int | None:
+    """The shard a `shard_key` names (None for any other key)."""
+    if not key.startswith(_SHARD_PREFIX):
+        return None
+    number = key[len(_SHARD_PREFIX) :]
+    return int(number) if number.isdigit() else None
 
 
 class Waiter:
@@ -247,34 +258,3 @@ def parse_payload(payload: str) -> dict[str, int] | None:
         return {key: int(count)}
     key, _, count = payload.rpartition("|")  # without an origin: a process of an earlier release
     return {key: int(count)} if key and count.isdigit() else {payload: 1}
-
-
-@dataclass(frozen=True, slots=True)
-class ShardDue:
-    """A hint that `shard` has work due at `at` (None: now)."""
-
-    shard: int
-    at: datetime | None = None
-
-
-_shard_due_senders: list[Callable[[ShardDue], object]] = []
-
-
-def on_shard_due(sender: Callable[[ShardDue], object]) -> None:
-    """Call `sender(hint)` after commit for every ShardDue hint (subscribed once, at app start)."""
-    _shard_due_senders.append(sender)
-
-
-def shard_workers_listen() -> bool:
-    """Whether shard work is fired by shard workers that hear ShardDue hints (else by perdura dev's loop)."""
-    return bool(_shard_due_senders)
-
-
-def shard_due_on_commit(hint: ShardDue) -> None:
-    """Send `hint` to the subscribed senders once the current transaction commits."""
-    transaction.on_commit(lambda: _send_shard_due(hint))
-
-
-def _send_shard_due(hint: ShardDue) -> None:
-    for sender in _shard_due_senders:
-        sender(hint)

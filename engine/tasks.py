@@ -8,10 +8,9 @@ from datetime import UTC, datetime
 
 from celery import shared_task
 from celery.signals import worker_process_shutdown, worker_shutting_down
-from perdura import clock, metrics
+from perdura import metrics
 
-from engine import notify
-from engine.persistence import leases, wakeups
+from engine.persistence import leases
 from engine.shards import budget, namespace_purge, timers
 from engine.shards.failure_log import FailureLog
 from engine.shards.loop import owner_name
@@ -93,18 +92,19 @@ def _look_again(shard: int, attempt: int, since: float | None) -> None:
         failure_log.failed("busy-retry", "could not send a retry for a busy shard; the sweep finds it", e)
 
 
+def unheld_due_shards() -> list[int]:
+    """The shards with work due that no shard loop holds (all of them lapsed or let go): the sweep's."""
+    held = leases.live_shards()
+    return [shard for shard in timers.due_shards() if shard not in held]
+
+
 @shared_task(name="engine.tasks.sweep", ignore_result=True)
 def sweep() -> int:
-    """Beat's safety net: queue every shard with due timers, so a lost wake-up only delays a timer. And the
-    wake-ups of timers that must fire on time and come due within the next two sweeps: their creation
-    sent none when they were further away (engine/persistence/wakeups.py)."""
-    shards = timers.due_shards()
+    """Beat's safety net: queue a pass for every shard with work due that no shard loop holds (engine/shards/
+    ownership.py), so a shard whose loop died, or that none has taken yet, still gets its timers fired."""
+    shards = unheld_due_shards()
     for shard in shards:
         process_shard.apply_async(args=(shard,), kwargs=_sent_now())
-    now = clock.now()
-    for shard, at in timers.coming_due(now, now + wakeups.ahead(), wakeups.PRECISE):
-        # A timer seen by two sweeps gets two wake-ups: the second finds the pass done and costs a read.
-        process_shard.apply_async(args=(shard,), kwargs={"since": at.timestamp()}, eta=at, retry=False)
     return len(shards)
 
 
@@ -119,28 +119,3 @@ def purge_deleted_namespaces() -> int:
 def _stop_passes(**_: object) -> None:
     """The worker is stopping: passes in this process end after the row in hand (engine/shards/budget.py)."""
     budget.stop_requested.set()
-
-
-BROKER_PAUSE_SECONDS = 5.0
-"""After a hint could not be sent, how long this process sends none (the sweep fires what is due)."""
-_paused_until = 0.0
-
-
-def send_shard_due(hint: notify.ShardDue) -> None:
-    """Send one ShardDue hint as a process_shard message (with the hint's ETA), once: no publish retries,
-    and none at all for a while after a failure. Hints run after commit on the API's database threads,
-    and Celery's default retries would hold each of them for most of a second while the broker is down;
-    a lost hint only waits for the sweep. Subscribed at app start (engine/apps.py)."""
-    global _paused_until
-    if time.monotonic() < _paused_until:
-        return
-    # The work was committed before now and is due at hint.at: a pass that began after both has seen it.
-    since = time.time() if hint.at is None else max(time.time(), hint.at.timestamp())
-    try:
-        if hint.at is None:
-            process_shard.apply_async(args=(hint.shard,), kwargs={"since": since}, retry=False)
-        else:
-            process_shard.apply_async(args=(hint.shard,), kwargs={"since": since}, eta=hint.at, retry=False)
-    except Exception as e:  # noqa: BLE001 - a lost hint is caught by the sweep
-        _paused_until = time.monotonic() + BROKER_PAUSE_SECONDS
-        log.warning("timer wake-ups paused for %.0fs: the broker refused one (%s)", BROKER_PAUSE_SECONDS, e)

@@ -108,6 +108,27 @@ def renew(owner: str, held: dict[int, int], ttl: float | None = None) -> dict[in
     return {shard: range_id for shard, range_id in rows if held.get(shard) == range_id}
 
 
+def free(shards: range, owner: str) -> list[int]:
+    """The shards of `shards` whose lease nobody else holds live: released, lapsed, never taken, or
+    `owner`'s own (taken again by a loop started again under its name)."""
+    at = connection.ops.adapt_datetimefield_value(clock.now())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT shard FROM engine_shardlease WHERE owner <> '' AND owner <> %s AND expires_at > %s",
+            [owner, at],
+        )
+        taken = {shard for (shard,) in cursor.fetchall()}
+    return [shard for shard in shards if shard not in taken]
+
+
+def live_shards() -> set[int]:
+    """The shards whose lease someone holds now."""
+    at = connection.ops.adapt_datetimefield_value(clock.now())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT shard FROM engine_shardlease WHERE owner <> '' AND expires_at > %s", [at])
+        return {shard for (shard,) in cursor.fetchall()}
+
+
 def check(shard: int, range_id: int) -> None:
     """Inside a transaction: fail unless `range_id` is still the shard's. Holds a share lock until commit."""
     with connection.cursor() as cursor:

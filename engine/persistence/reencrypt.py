@@ -114,7 +114,7 @@ def start(namespace_id: uuid.UUID) -> Reencryption:
                 started_at=now,
                 updated_at=now,
             )
-            wakeups.schedule_due(shard, due)
+            wakeups.schedule_due(shard)
             return job
     except IntegrityError:  # another process queued it at the same moment
         return Reencryption.objects.get(namespace_id=namespace_id, finished_at__isnull=True)
@@ -228,7 +228,7 @@ def retry(pk: int) -> bool:
         Reencryption.objects.filter(pk=pk).update(
             failures=0, last_error="", parked_at=None, next_wakeup_at=now, updated_at=now
         )
-        wakeups.schedule_due(job.shard, now)
+        wakeups.schedule_due(job.shard)
     return True
 
 

@@ -171,7 +171,7 @@ def batch_start(*, namespace: Namespace, request: StartBatchOperationRequest) ->
             ),
             batch_size=500,
         )
-        wakeups.schedule_due(shard, now)
+        wakeups.schedule_due(shard)
     return row
 
 
@@ -394,7 +394,7 @@ def batch_step_locked(pk: int, shard: int) -> StepResult:
         wake = rules.wake_at(row.paced_until)
         if row.next_wakeup_at != wake:
             BatchOperation.objects.filter(pk=row.pk).update(next_wakeup_at=wake)
-            wakeups.schedule_due(shard, wake)
+            wakeups.schedule_due(shard)
         return StepResult(acted=False, wake_at=wake)
     pending = BatchTarget.objects.filter(batch=row, outcome=BatchTarget.PENDING).order_by("seq")
     target = pending.first()
@@ -426,5 +426,5 @@ def batch_step_locked(pk: int, shard: int) -> StepResult:
     wake = paced if rules.may_act(paced, now) else rules.wake_at(paced)
     BatchOperation.objects.filter(pk=row.pk).update(next_wakeup_at=wake)
     if wake > now:
-        wakeups.schedule_due(shard, wake)
+        wakeups.schedule_due(shard)
     return StepResult(acted=True, wake_at=wake)

@@ -359,7 +359,7 @@ def _save(row: ScheduleRow, record: rules.ScheduleRecord, *, create: bool = Fals
             ]
         )
     if row.next_wakeup_at is not None:
-        wakeups.schedule_due(row.shard, row.next_wakeup_at)
+        wakeups.schedule_due(row.shard)
 
 
 # --- API-facing services ------------------------------------------------------------------------------

@@ -1,11 +1,15 @@
-"""In-process shard processing for `perdura dev`: fire timers exactly when due, sweep as a safety net."""
+"""A shard loop: it holds its share of the shards (engine/shards/ownership.py) and passes over each when work
+comes due in it, timers first, to the millisecond. `perdura dev` runs one in its process; each `perdura
+worker` runs one beside its Celery worker, woken by the NOTIFYs of the API's commits."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from django.conf import settings
@@ -14,7 +18,7 @@ from perdura import clock
 from engine import dbthreads, notify
 from engine.persistence import leases
 from engine.persistence.wakeups import SWEEP_SECONDS
-from engine.shards import budget, namespace_purge, next_due, timers
+from engine.shards import budget, namespace_purge, next_due, ownership, timers
 from engine.shards.failure_log import FailureLog
 
 log = logging.getLogger("perdura.shards")
@@ -31,6 +35,15 @@ def dev_owner_name() -> str:
     return f"{socket.gethostname()}:perdura-dev"
 
 
+def worker_owner_name() -> str:
+    """The name a `perdura worker`'s shard loop holds its leases under: its supervisor's, so that a loop
+    the supervisor starts again after a crash takes its shards back at once."""
+    return f"{socket.gethostname()}:{os.getppid()}:worker"
+
+
+Upcoming = list[tuple[datetime, int]]
+"""When each held shard not yet due is next due (shard), earliest first."""
+
 PURGE_SECONDS = 5.0
 """How often the loop looks for deleted namespaces whose runs are still there (as beat does)."""
 
@@ -38,89 +51,83 @@ DEV_PASS_SECONDS = 0.3
 """A pass over one shard in `perdura dev` holds its only database thread, which serves the API too."""
 
 
-class HeldLeases:
-    """The leases of `shards` that a loop holds from one pass to the next, renewed a third of the way
-    through their time. Taking and releasing one per pass cost two commits for every shard with work; the
-    fence is the same (every write checks the range_id held)."""
-
-    def __init__(self, owner: str, shards: range) -> None:
-        self.owner = owner
-        self.shards = shards
-        self.held: dict[int, int] = {}
-        self._renew_at = 0.0
-
-    def refresh(self, now: float) -> None:
-        """On a database thread: renew the leases held if a third of their time has gone by, and try again
-        for those not held (never taken, lost, or held by another owner whose lease may have expired)."""
-        ttl = settings.PERDURA_SHARD_LEASE_SECONDS
-        if now < self._renew_at and len(self.held) == len(self.shards):
-            return
-        self.held = leases.renew(self.owner, self.held, ttl)
-        for shard in self.shards:
-            if shard not in self.held:
-                range_id = leases.acquire(shard, self.owner, ttl)
-                if range_id is not None:
-                    self.held[shard] = range_id
-        self._renew_at = now + ttl / 3
-
-    def lost(self, shard: int) -> None:
-        self.held.pop(shard, None)
-        self._renew_at = 0.0
-
-    def release_all(self) -> None:
-        for shard, range_id in sorted(self.held.items()):
-            leases.release(shard, range_id)
-        self.held.clear()
-
-
-def _cycle(held: HeldLeases, loop_time: float) -> tuple[bool, datetime | None]:
-    """On the database thread, in one turn: renew the leases if due, find the held shards with work due,
-    and pass over them within DEV_PASS_SECONDS in all (the thread serves the API too; the shards left
+def _cycle(held: ownership.Ownership, loop_time: float, expected: list[int]) -> tuple[bool, Upcoming]:
+    """On the database thread, in one turn: pass over the shards `expected` to be due by now (the loop
+    slept until then), then renew the leases if it is time, find the held shards with work due and pass
+    over them, within DEV_PASS_SECONDS in all (`perdura dev`'s thread serves the API too; the shards left
     get the next turn). Returns whether to look again at once (rows were done, or shards left for the next
-    turn), and when the next shard not yet due is due. In one turn,
-    not one per step: each hand-over to the thread waited for the API call in hand and for the event
-    loop, a few milliseconds a timer."""
-    held.refresh(loop_time)
-    due_now, later = next_due.plan(sorted(held.held), clock.now())
+    turn), and when each held shard not yet due is due.
+
+    One turn, not one per step: each hand-over to the thread waited for the API call in hand and for the
+    event loop, a few milliseconds a timer. And a shard the loop slept for is passed over before anything
+    is asked: asking first cost its timers the few milliseconds the asking takes."""
     pass_budget = budget.Budget(DEV_PASS_SECONDS)
     done = 0
-    for shard in due_now:
-        range_id = held.held.get(shard)
-        if range_id is None:
-            continue
-        if pass_budget.spent():
-            return True, later
-        try:
-            done += timers.process_held(shard, range_id, budget=pass_budget)
-        except leases.LeaseLost:
-            held.lost(shard)
-        except Exception as e:  # noqa: BLE001 - one shard never stops the others
-            failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; retrying shortly", e)
-    return done > 0, later
+
+    def pass_over(shards: Iterable[int]) -> bool:
+        nonlocal done
+        for shard in shards:
+            range_id = held.held.get(shard)
+            if range_id is None:
+                continue
+            if pass_budget.spent():
+                return False
+            try:
+                done += timers.process_held(shard, range_id, budget=pass_budget)
+            except leases.LeaseLost:
+                held.lost(shard)
+            except Exception as e:  # noqa: BLE001 - one shard never stops the others
+                failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; retrying shortly", e)
+        return True
+
+    if not pass_over(expected):
+        return True, []
+    held.refresh(loop_time)
+    due_now, upcoming = next_due.plan(sorted(held.held), clock.now())
+    if not pass_over(s for s in due_now if s not in expected):
+        return True, upcoming
+    return done > 0, upcoming
 
 
-async def run_timer_loop(stop: asyncio.Event) -> None:
-    """Until `stop` is set: pass over the shards with work due, then sleep until the next is due (or a
-    wake-up says new work is)."""
+async def run_timer_loop(stop: asyncio.Event, *, owner: str, purge: bool) -> None:
+    """Until `stop` is set: pass over the shards `owner` holds that have work due, then sleep until the
+    next is due, or a wake-up says one of them has new work. `purge`: also look for deleted namespaces'
+    runs now and then (`perdura dev`; beat does it in production)."""
     loop = asyncio.get_running_loop()
     wake = asyncio.Event()
-    notify.hub.subscribe(lambda counts: notify.TIMERS_KEY in counts and loop.call_soon_threadsafe(wake.set))
-    held = HeldLeases(dev_owner_name(), range(settings.PERDURA_SHARDS))
-    purge_at = 0.0
+    held = ownership.Ownership(owner, range(settings.PERDURA_SHARDS))
+
+    def heard(counts: Mapping[str, int]) -> None:
+        if any(notify.shard_of(key) in held.held for key in counts):
+            loop.call_soon_threadsafe(wake.set)
+
+    notify.hub.subscribe(heard)
+    purge_at = 0.0 if purge else math.inf
+    holds = -1
+    upcoming: Upcoming = []
     while not stop.is_set():
         wake.clear()
-        later = None
+        now = clock.now()
+        expected = [shard for at, shard in upcoming if at <= now]
+        upcoming = []
         try:
             if loop.time() >= purge_at:
                 purge_at = loop.time() + PURGE_SECONDS
                 await dbthreads.run(namespace_purge.purge_pass)
-            again, later = await dbthreads.run_urgent(_cycle, held, loop.time())
+            again, upcoming = await dbthreads.run_urgent(_cycle, held, loop.time(), expected)
+            if len(held.held) != holds:
+                holds = len(held.held)
+                log.info("shard loop %s holds %d of %d shards", owner, holds, len(held.shards))
             if again:
                 continue  # more may have come due during the passes
         except Exception as e:  # noqa: BLE001 - nothing stops the loop but `stop`
             failure_log.failed("timer-loop", "timer processing failed; retrying shortly", e)
         # Shards with rows due that their passes left (failing, or paced) wait for a wake-up or the sweep.
-        delay = SWEEP_SECONDS if later is None else min((later - clock.now()).total_seconds(), SWEEP_SECONDS)
+        delay = (
+            SWEEP_SECONDS
+            if not upcoming
+            else min((upcoming[0][0] - clock.now()).total_seconds(), SWEEP_SECONDS)
+        )
         waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())]
         await asyncio.wait(waiters, timeout=max(delay, 0.0), return_when=asyncio.FIRST_COMPLETED)
         for w in waiters:

@@ -59,13 +59,14 @@ def earliest(shards: Iterable[int], now: datetime) -> dict[int, datetime]:
     return found
 
 
-def plan(shards: Iterable[int], now: datetime) -> tuple[list[int], datetime | None]:
-    """The shards of `shards` with work due by `now`, and the earliest time after `now` that another is."""
+def plan(shards: Iterable[int], now: datetime) -> tuple[list[int], list[tuple[datetime, int]]]:
+    """The shards of `shards` with work due by `now`, and when each of the others with work is next due,
+    earliest first."""
     due: list[int] = []
-    later: datetime | None = None
+    upcoming: list[tuple[datetime, int]] = []
     for shard, at in sorted(earliest(shards, now).items()):
         if at <= now:
             due.append(shard)
-        elif later is None or at < later:
-            later = at
-    return due, later
+        else:
+            upcoming.append((at, shard))
+    return due, sorted(upcoming)

@@ -89,7 +89,7 @@ def schedule_wake(*, namespace_id: uuid.UUID, schedule_id: str) -> None:
             return  # parked: only `perdura shards redrive` brings it back
         if row.next_wakeup_at is None or row.next_wakeup_at > now:
             ScheduleRow.objects.filter(pk=row.pk).update(next_wakeup_at=now)
-        wakeups.schedule_due(row.shard, now)
+        wakeups.schedule_due(row.shard)
 
 
 def due_shards(now: datetime) -> set[int]:

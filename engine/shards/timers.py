@@ -231,15 +231,6 @@ def due_shards() -> list[int]:
     return due_now
 
 
-def coming_due(after: datetime, until: datetime, kinds: frozenset[int]) -> list[tuple[int, datetime]]:
-    """Each shard and time at which a live timer of `kinds` comes due in (after, until], earliest first."""
-    live = Timer.objects.filter(parked_at__isnull=True, fire_at__gt=after, fire_at__lte=until, kind__in=kinds)
-    # Naming every shard lets Postgres descend the (shard, fire_at) index once per shard to the window,
-    # instead of reading every live timer's entry (it has no skip scan).
-    rows = live.filter(shard__in=range(settings.PERDURA_SHARDS))
-    return list(rows.order_by("fire_at").values_list("shard", "fire_at").distinct())
-
-
 def next_fire_at() -> datetime | None:
     """The earliest time a live timer, a transfer's retry, a schedule tick, a retention row, a batch step or
     a re-encryption batch is due (now, for a fresh transfer)."""

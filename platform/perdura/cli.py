@@ -80,8 +80,7 @@ def _cmd_api(args: argparse.Namespace) -> None:
         raise SystemExit(
             supervise.run(
                 supervise.main_argv(),
-                copies=args.processes,
-                what="an API process",
+                [supervise.Child("api", "an API process")] * args.processes,
                 on_start=lambda: _serve_supervisor_metrics(metrics_http),
                 child_exited=metrics_server.child_exited,
             )
@@ -152,9 +151,9 @@ def _cmd_worker(args: argparse.Namespace) -> None:
     from perdura import supervise
 
     if not supervise.is_child():
-        # The Celery worker runs as a child, started again if it dies (see perdura/supervise.py). The
-        # supervisor serves the metrics port: the sum of what the worker and its pool processes record,
-        # and the engine's backlogs read at scrape time (engine/shards/scrape.py).
+        # The Celery worker and the shard loop run as children, each started again if it dies (see
+        # perdura/supervise.py). The supervisor serves the metrics port: the sum of what the children and
+        # the pool processes record, and the engine's backlogs read at scrape time (engine/shards/scrape.py).
         from perdura import metrics_server
 
         metrics_http = metrics_server.bind("0.0.0.0", args.metrics_port)
@@ -173,9 +172,20 @@ def _cmd_worker(args: argparse.Namespace) -> None:
 
         raise SystemExit(
             supervise.run(
-                supervise.main_argv(), on_start=serve_metrics, child_exited=metrics_server.child_exited
+                supervise.main_argv(),
+                [
+                    supervise.Child(SHARD_LOOP, "the shard loop"),
+                    supervise.Child("celery", "the Celery worker"),
+                ],
+                on_start=serve_metrics,
+                child_exited=metrics_server.child_exited,
             )
         )
+    if supervise.role() == SHARD_LOOP:
+        from perdura import shard_loops
+
+        shard_loops.run()
+        return
     # SIGTERM starts Celery's cold shutdown (not the warm one, which waits for running tasks however
     # long they take): tasks get CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT to finish, then are cancelled
     # and, being acks_late, redelivered; their rows are untouched. Read by billiard at import.
@@ -186,6 +196,9 @@ def _cmd_worker(args: argparse.Namespace) -> None:
     # --quiet: no start-up banner on stdout, where in the JSON format every line must be a log line.
     quiet = ["--quiet"] if logs.is_json() else []
     app.worker_main([*quiet, "worker", "--loglevel", args.loglevel, "-c", str(args.concurrency), *args.extra])
+
+
+SHARD_LOOP = "shards"
 
 
 def _cmd_beat(args: argparse.Namespace) -> None:

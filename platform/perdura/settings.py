@@ -94,6 +94,9 @@ DATABASES = {"default": _database()}
 
 PERDURA_SHARDS = env.shard_count()
 PERDURA_SHARD_LEASE_SECONDS = _shard_lease_seconds()
+# Shard loops per `perdura worker` (engine/shards/loop.py): each holds its share of the shards and passes
+# over one at a time, so a worker fires the timers of this many shards at once.
+PERDURA_SHARD_LOOPS = int(env.number("PERDURA_SHARD_LOOPS", 4))
 PERDURA_REDIS_URL = env.redis_url()
 
 # Celery (production shard workers); `perdura dev` runs the same shard code in-process instead.
@@ -107,7 +110,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 300}
 # (engine/persistence/wakeups.py), never further: Redis redelivers a message held past the visibility
 # timeout, and a worker would hold a copy more every five minutes until the timer fires.
 PERDURA_SWEEP_SECONDS = env.number("PERDURA_SWEEP_SECONDS", 2.0)
-PERDURA_TIMER_WAKEUPS = os.environ.get("PERDURA_TIMER_WAKEUPS", "" if env.dev_mode() else "celery")
 # Who polls which task queue (DescribeTaskQueue): process memory in dev, Redis shared by every api replica.
 PERDURA_POLLERS = os.environ.get("PERDURA_POLLERS", "memory" if env.dev_mode() else "redis")
 # Visibility (list/count/scan): `sql` (the default) or `opensearch`, fed by the shard workers (README).

@@ -1,5 +1,5 @@
-"""`perdura worker` keeps its Celery worker alive: the worker runs as a child and is started again when it dies
-of anything but a stop the supervisor asked for. `perdura api --processes N` runs N API processes the same
+"""`perdura worker` keeps its Celery worker and its shard loop alive: each runs as a child and is started again
+when it dies of anything but a stop the supervisor asked for. `perdura api --processes N` runs N API processes the same
 way, sharing one port (SO_REUSEPORT): a Python process serves gRPC on one core at most.
 
 Celery's Redis transport has a known failure on broker loss: when the connection drops while the worker
@@ -20,17 +20,31 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 log = logging.getLogger("perdura.worker")
 CHILD_ENV = "PERDURA_WORKER_CHILD"
-"""Set in the child's environment: the child runs Celery itself instead of supervising."""
+"""Set in a child's environment to its role: the child does that work itself instead of supervising."""
 FIRST_DELAY, MAX_DELAY = 1.0, 30.0
 HEALTHY_SECONDS = 60.0
 """A child that ran this long before dying starts again after FIRST_DELAY, not after a grown delay."""
 
 
+@dataclass(frozen=True, slots=True)
+class Child:
+    role: str
+    """What the child does (its CHILD_ENV), for the command to tell."""
+    what: str
+    """Its name in the supervisor's log."""
+
+
 def is_child() -> bool:
-    return os.environ.get(CHILD_ENV) == "1"
+    return bool(os.environ.get(CHILD_ENV))
+
+
+def role() -> str:
+    """This child's role ("" in a supervisor, or a process run alone)."""
+    return os.environ.get(CHILD_ENV, "")
 
 
 def restart_delay(previous: float, ran_for: float) -> float:
@@ -43,15 +57,15 @@ def restart_delay(previous: float, ran_for: float) -> float:
 
 def run(
     argv: Sequence[str],
+    children: Sequence[Child],
     *,
-    copies: int = 1,
-    what: str = "the Celery worker",
     on_start: Callable[[], object] | None = None,
     child_exited: Callable[[int], object] | None = None,
 ) -> int:
-    """Run `copies` children of `argv` (this same command) until asked to stop; returns the worst status.
+    """Run a child of `argv` (this same command) for each of `children` until asked to stop; returns the
+    worst status.
 
-    Each child is started again on its own when it dies (`what` names it in the log). SIGTERM and SIGINT
+    Each child is started again on its own when it dies. SIGTERM and SIGINT
     are passed on to every child, which stops as it would alone (within its bound), and the supervisor
     then exits with their status instead of starting them again. `on_start` runs once logging is set up
     (the metrics port, perdura/metrics_server.py), `child_exited(pid)` after each child's end.
@@ -65,12 +79,12 @@ def run(
     if on_start is not None:
         on_start()
     stop = threading.Event()
-    children: list[subprocess.Popen[bytes] | None] = [None] * copies
-    statuses = [0] * copies
+    running: list[subprocess.Popen[bytes] | None] = [None] * len(children)
+    statuses = [0] * len(children)
 
     def forward(signum: int, _frame: object) -> None:
         stop.set()
-        for child in children:
+        for child in running:
             if child is not None and child.poll() is None:
                 child.send_signal(signum)
 
@@ -78,7 +92,7 @@ def run(
         delay = 0.0
         while True:
             started = time.monotonic()
-            child = children[i] = subprocess.Popen(list(argv), env={**os.environ, CHILD_ENV: "1"})
+            child = running[i] = subprocess.Popen(list(argv), env={**os.environ, CHILD_ENV: children[i].role})
             if stop.is_set():  # the signal came while this child was being started
                 child.send_signal(signal.SIGTERM)
             statuses[i] = child.wait()
@@ -90,7 +104,7 @@ def run(
             delay = restart_delay(delay, ran_for)
             log.error(
                 "%s exited with status %s after %.0fs; starting it again in %.0fs",
-                what,
+                children[i].what,
                 statuses[i],
                 ran_for,
                 delay,
@@ -100,7 +114,7 @@ def run(
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    threads = [threading.Thread(target=keep, args=(i,), daemon=True) for i in range(copies)]
+    threads = [threading.Thread(target=keep, args=(i,), daemon=True) for i in range(len(children))]
     for t in threads:
         t.start()
     for t in threads:

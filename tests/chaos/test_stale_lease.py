@@ -1,9 +1,9 @@
 """A shard worker SIGSTOPped past its lease while another takes the shard: the stale owner commits 0.
 
-Two Celery shard workers share the shards. One run's timers all come due at once in one shard; the
-test stops the pool process that holds that shard's lease in the middle of firing them, waits past
-the lease (PERDURA_SHARD_LEASE_SECONDS, a few seconds here), lets the other worker take the shard and
-fire the rest, then wakes the first. Fencing (range_id) must refuse everything it tries afterwards:
+Two shard workers share the shards. One run's timers all come due at once in one shard; the test stops
+the shard-loop process that holds that shard's lease in the middle of firing them, waits past the lease
+(PERDURA_SHARD_LEASE_SECONDS, a few seconds here), lets the other worker take the shard and fire the rest,
+then wakes the first. Fencing (range_id) must refuse everything it tries afterwards:
 from the history, no TimerFired is written after it wakes and no timer fires twice.
 """
 
@@ -26,6 +26,29 @@ LEASE_SECONDS = 3
 TIMERS = scaled(300, 3000)
 
 pytestmark = pytest.mark.timeout(scaled(90, 300))
+
+
+def shard_loop_pid(owner: str) -> int:
+    """The process of the shard loop named `owner` ("host:supervisor-pid:worker/i", engine/shards/loop.py):
+    the supervisor's child whose role is the shard loops."""
+    supervisor = int(owner.split(":")[1])
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/environ", "rb") as environ:
+                role = b"PERDURA_WORKER_CHILD=shards" in environ.read().split(b"\0")
+        except OSError:
+            continue
+        if parent == supervisor and role:
+            return int(entry)
+    raise AssertionError(f"no shard loop process under {supervisor}")
+
+
+def supervisor_of(owner: str) -> str:
+    return owner.split(":")[1]
 
 
 def query(url: str, sql: str, *args: object) -> list[tuple]:
@@ -68,13 +91,13 @@ async def test_stale_lease_holder_commits_nothing(tmp_path):
             )[0][0]
 
         # The holder, caught in the middle of its pass: some timers fired, most not.
-        def holder() -> int | None:
+        def holder() -> str | None:
             rows = query(
                 url, "SELECT owner FROM engine_shardlease WHERE shard = %s AND expires_at > now()", shard
             )
             if not rows or not rows[0][0] or pending() > TIMERS - 20:
                 return None
-            return int(rows[0][0].rsplit(":", 1)[1])
+            return rows[0][0]
 
         # Stop it inside one of its fenced transactions (where it holds the lease row FOR SHARE and its
         # run's row): the hard case. A stop that lands between two transactions is undone and retried.
@@ -88,7 +111,8 @@ async def test_stale_lease_holder_commits_nothing(tmp_path):
             )[0][0]
 
         for _attempt in range(20):
-            stale_pid = await wait_for(holder, 30, "a worker firing the shard's timers")
+            stale_owner = await wait_for(holder, 30, "a worker firing the shard's timers")
+            stale_pid = shard_loop_pid(stale_owner)
             os.kill(stale_pid, signal.SIGSTOP)
             await asyncio.sleep(0.4)
             if stopped_in_transaction():
@@ -99,7 +123,7 @@ async def test_stale_lease_holder_commits_nothing(tmp_path):
         stopped_at = time.time()
         try:
             left_at_stop = pending()
-            # Past the lease, the sweep hands the shard to the other worker, which fires the rest.
+            # Past the lease, the other worker takes the shard and fires the rest.
             try:
 
                 def owner() -> str:
@@ -107,7 +131,7 @@ async def test_stale_lease_holder_commits_nothing(tmp_path):
                     return rows[0][0] if rows else ""
 
                 await wait_for(
-                    lambda: owner() and not owner().endswith(f":{stale_pid}"),
+                    lambda: owner() and supervisor_of(owner()) != supervisor_of(stale_owner),
                     30,
                     "another worker taking the shard",
                 )

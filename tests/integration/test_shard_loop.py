@@ -14,7 +14,7 @@ from perdura import clock
 from engine.history.mutation import TimerKind
 from engine.models import ShardLease, Timer
 from engine.persistence import leases
-from engine.shards import loop, next_due, timers
+from engine.shards import loop, next_due, ownership, timers
 from tests.integration.test_shard_fencing import fired_events, run_with_due_timer
 from tests.integration.test_shard_parking import started_run
 
@@ -30,12 +30,12 @@ def lease_writes(captured: CaptureQueriesContext) -> list[str]:
 
 
 def test_the_loop_takes_every_lease_once_and_fires_without_taking_or_releasing_one():
-    held = loop.HeldLeases("loop-a", range(settings.PERDURA_SHARDS))
+    held = ownership.Ownership("loop-a", range(settings.PERDURA_SHARDS))
     held.refresh(0.0)
     assert sorted(held.held) == list(range(settings.PERDURA_SHARDS))
     execution = run_with_due_timer()
     with CaptureQueriesContext(connection) as captured:
-        again, _ = loop._cycle(held, 1.0)
+        again, _ = loop._cycle(held, 1.0, [])
     assert again
     assert fired_events(execution) == 1
     # A Celery pass takes the lease and lets it go (two commits); the loop's turn writes no lease at all.
@@ -45,7 +45,7 @@ def test_the_loop_takes_every_lease_once_and_fires_without_taking_or_releasing_o
 
 def test_leases_are_renewed_a_third_of_the_way_through_and_a_lease_taken_over_is_dropped(settings):
     settings.PERDURA_SHARD_LEASE_SECONDS = 30
-    held = loop.HeldLeases("loop-a", range(settings.PERDURA_SHARDS))
+    held = ownership.Ownership("loop-a", range(settings.PERDURA_SHARDS))
     held.refresh(0.0)
     with CaptureQueriesContext(connection) as captured:
         held.refresh(9.0)
@@ -62,12 +62,12 @@ def test_leases_are_renewed_a_third_of_the_way_through_and_a_lease_taken_over_is
 
 
 def test_a_loop_whose_lease_was_taken_commits_nothing_and_lets_the_shard_go():
-    held = loop.HeldLeases("loop-a", range(settings.PERDURA_SHARDS))
+    held = ownership.Ownership("loop-a", range(settings.PERDURA_SHARDS))
     held.refresh(0.0)
     execution = run_with_due_timer()
     ShardLease.objects.filter(shard=execution.shard).update(expires_at=clock.now() - timedelta(seconds=1))
     assert leases.acquire(execution.shard, "loop-b") is not None
-    loop._cycle(held, 1.0)
+    loop._cycle(held, 1.0, [])
     assert fired_events(execution) == 0
     assert execution.shard not in held.held
     assert Timer.objects.filter(execution=execution, kind=TimerKind.USER_TIMER).exists()
@@ -75,9 +75,9 @@ def test_a_loop_whose_lease_was_taken_commits_nothing_and_lets_the_shard_go():
 
 def test_a_loop_started_again_under_its_name_takes_its_live_leases_back_at_once():
     """`perdura dev` killed and started again: its leases are still live, and it must not wait them out."""
-    first = loop.HeldLeases(loop.dev_owner_name(), range(settings.PERDURA_SHARDS))
+    first = ownership.Ownership(loop.dev_owner_name(), range(settings.PERDURA_SHARDS))
     first.refresh(0.0)
-    again = loop.HeldLeases(loop.dev_owner_name(), range(settings.PERDURA_SHARDS))
+    again = ownership.Ownership(loop.dev_owner_name(), range(settings.PERDURA_SHARDS))
     again.refresh(0.0)
     assert sorted(again.held) == list(range(settings.PERDURA_SHARDS))
     assert all(again.held[s] == first.held[s] + 1 for s in again.held)
@@ -99,10 +99,10 @@ def test_the_due_shards_and_the_next_due_time_come_from_one_statement():
         parked_at=clock.now(),
     )
     with CaptureQueriesContext(connection) as captured:
-        due_now, later = next_due.plan(range(settings.PERDURA_SHARDS), clock.now())
+        due_now, upcoming = next_due.plan(range(settings.PERDURA_SHARDS), clock.now())
     assert len(captured.captured_queries) == 1
     assert due_now == [due_run.shard]
-    assert later == soon
+    assert upcoming == [(soon, later_run.shard)]
     assert timers.due_shards() == [due_run.shard]
     # Only the shards asked about.
-    assert next_due.plan([later_run.shard], clock.now()) == ([], soon)
+    assert next_due.plan([later_run.shard], clock.now()) == ([], [(soon, later_run.shard)])

@@ -13,9 +13,8 @@ import pytest
 from perdura import clock, metrics
 
 from engine import tasks
-from engine.history.mutation import TimerKind
 from engine.models import ShardLease, Timer
-from engine.persistence import leases, wakeups
+from engine.persistence import leases
 from engine.shards import timers
 from tests.integration.test_shard_fencing import fired_events, run_with_due_timer
 
@@ -80,32 +79,15 @@ def test_a_wakeup_without_a_time_always_runs_a_pass():
     assert range_id(execution.shard) == fence + 1
 
 
-def test_the_sweep_finds_the_timers_that_must_fire_on_time_coming_due_soon():
-    """Timers further than two sweeps away got no wake-up when created; the sweep that finds them this
-    close sends one (engine/tasks.py)."""
+def test_the_sweep_queues_only_the_due_shards_no_loop_holds():
+    """Shard loops hold their shards' leases (engine/shards/ownership.py); a Celery pass of a held shard
+    would find the lease taken and look again three times for nothing. The sweep is for shards nobody
+    holds: a loop that died, or none started."""
     execution = run_with_due_timer()
-    now = clock.now()
-    (user,) = Timer.objects.filter(execution=execution, kind=1)
-    Timer.objects.filter(pk=user.pk).update(fire_at=now + timedelta(seconds=3))
-    soon = now + timedelta(seconds=3)
-    shard = execution.shard
-
-    def plant(kind: int, fire_at, parked: bool = False) -> None:
-        Timer.objects.create(
-            shard=shard,
-            execution=execution,
-            kind=kind,
-            event_id=99,
-            fire_at=fire_at,
-            parked_at=now if parked else None,
-        )
-
-    plant(TimerKind.WORKFLOW_RUN_TIMEOUT, now + timedelta(seconds=3.5))
-    plant(TimerKind.ACTIVITY_TIMEOUT, now + timedelta(seconds=2))  # a timeout: the sweep's precision does
-    plant(TimerKind.USER_TIMER, now + timedelta(seconds=30))  # later: a later sweep
-    plant(TimerKind.USER_TIMER, now - timedelta(seconds=1))  # due already: the sweep queues its shard
-    plant(TimerKind.USER_TIMER, now + timedelta(seconds=1), parked=True)
-
-    found = timers.coming_due(now, now + wakeups.ahead(), wakeups.PRECISE)
-    mine = [(s, at) for s, at in found if s == shard]
-    assert mine == [(shard, soon), (shard, now + timedelta(seconds=3.5))]
+    assert execution.shard in tasks.unheld_due_shards()
+    range_id = leases.acquire(execution.shard, "a shard loop")
+    assert range_id is not None
+    assert execution.shard not in tasks.unheld_due_shards()
+    # The loop's lease lapses: the sweep takes the shard up again.
+    ShardLease.objects.filter(shard=execution.shard).update(expires_at=clock.now() - timedelta(seconds=1))
+    assert execution.shard in tasks.unheld_due_shards()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -49,13 +50,17 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
     raise RuntimeError(f"server did not listen on {port} within {timeout}s:\n{log.read_text()[-4000:]}")
 
 
-def wait_for_log(needle: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    """Wait until `needle` shows in the process's log (e.g. a Celery worker's "ready.")."""
+def wait_for_log(
+    needle: str, proc: subprocess.Popen, log: Path, timeout: float = 60, *, pattern: str | None = None
+) -> None:
+    """Wait until `needle` (and `pattern`, a regular expression, if given) shows in the process's log (e.g.
+    a Celery worker's "ready.")."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
-        if log.exists() and needle in log.read_text(errors="replace"):
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if needle in text and (pattern is None or re.search(pattern, text)):
             return
         time.sleep(0.1)
     raise RuntimeError(f"{needle!r} did not show in {log} within {timeout}s:\n{log.read_text()[-4000:]}")
@@ -269,6 +274,8 @@ def production(
         # Until the worker has joined its queue, timers and transfers wait on their hints: a test that
         # starts at once would measure the worker's start-up (about a second) as lateness.
         wait_for_log(" ready.", worker, running.logs["worker"])
+        # Until the shard loop holds its shards, timers wait for beat's sweep (engine/tasks.py).
+        wait_for_log("shards", worker, running.logs["worker"], pattern=r"holds [1-9]\d* of")
         yield running
     finally:
         running.stop()
