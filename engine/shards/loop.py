@@ -47,21 +47,22 @@ Upcoming = list[tuple[datetime, int]]
 PURGE_SECONDS = 5.0
 """How often the loop looks for deleted namespaces whose runs are still there (as beat does)."""
 
-DEV_PASS_SECONDS = 0.3
-"""A pass over one shard in `perdura dev` holds its only database thread, which serves the API too."""
+TURN_SECONDS = 0.3
+"""How long a loop's turn on a database thread may last: `perdura dev`'s only one serves the API too, and
+a worker's loop looks again for shards come due after each turn."""
 
 
 def _cycle(held: ownership.Ownership, loop_time: float, expected: list[int]) -> tuple[bool, Upcoming]:
     """On the database thread, in one turn: pass over the shards `expected` to be due by now (the loop
     slept until then), then renew the leases if it is time, find the held shards with work due and pass
-    over them, within DEV_PASS_SECONDS in all (`perdura dev`'s thread serves the API too; the shards left
+    over them, within TURN_SECONDS in all (`perdura dev`'s thread serves the API too; the shards left
     get the next turn). Returns whether to look again at once (rows were done, or shards left for the next
     turn), and when each held shard not yet due is due.
 
     One turn, not one per step: each hand-over to the thread waited for the API call in hand and for the
     event loop, a few milliseconds a timer. And a shard the loop slept for is passed over before anything
     is asked: asking first cost its timers the few milliseconds the asking takes."""
-    pass_budget = budget.Budget(DEV_PASS_SECONDS)
+    pass_budget = budget.Budget(TURN_SECONDS)
     done = 0
 
     def pass_over(shards: Iterable[int]) -> bool:

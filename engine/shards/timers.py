@@ -133,7 +133,7 @@ def _process_leased(shard: int, owner: str, budget: Budget | None) -> int | None
     if range_id is None:
         return None
     try:
-        done = process_held(shard, range_id, budget=budget)
+        done = _pass(shard, range_id, budget)
     except leases.LeaseLost:
         return 0
     except Exception:
@@ -146,13 +146,22 @@ def _process_leased(shard: int, owner: str, budget: Budget | None) -> int | None
 
 
 def process_held(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
-    """One pass over `shard` under a lease already held as `range_id`: its due timers, then a slice of each
-    other queue with rows due, round after round, until nothing is due or the budget is spent.
+    """One pass over `shard` under a lease a shard loop holds as `range_id` (engine/shards/loop.py): its
+    due timers, then a slice of each other queue with rows due, round after round, until nothing is due or
+    the budget is spent.
 
     Raises:
         leases.LeaseLost: another worker took the shard; what was committed before stands.
         parking.Outage: the database failed; the rows stay as they were.
     """
+    attributes = {"perdura.shard": shard, "perdura.lease_held": True}
+    with _tracer.start_as_current_span("perdura.shard.process", attributes=attributes) as span:
+        done = _pass(shard, range_id, budget)
+        span.set_attribute("perdura.rows", done)
+        return done
+
+
+def _pass(shard: int, range_id: int, budget: Budget | None) -> int:
     budget = budget or Budget()
     done = 0
     try:

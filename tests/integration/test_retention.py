@@ -41,6 +41,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 NOT_PER_RUN = {
     "ShardLease",
+    "ShardOwner",
     "Schedule",
     "Reencryption",
     "CustomSearchAttribute",

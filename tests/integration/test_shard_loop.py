@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from perdura import clock
 
 from engine.history.mutation import TimerKind
-from engine.models import ShardLease, Timer
+from engine.models import ShardLease, ShardOwner, Timer
 from engine.persistence import leases
 from engine.shards import loop, next_due, ownership, timers
 from tests.integration.test_shard_fencing import fired_events, run_with_due_timer
@@ -106,3 +106,40 @@ def test_the_due_shards_and_the_next_due_time_come_from_one_statement():
     assert timers.due_shards() == [due_run.shard]
     # Only the shards asked about.
     assert next_due.plan([later_run.shard], clock.now()) == ([], [(soon, later_run.shard)])
+
+
+def test_two_loops_share_the_shards_and_one_takes_them_all_when_the_other_leaves(settings):
+    settings.PERDURA_SHARD_LEASE_SECONDS = 30
+    shards = range(settings.PERDURA_SHARDS)
+    first, second = ownership.Ownership("loop-a", shards), ownership.Ownership("loop-b", shards)
+    first.refresh(0.0)
+    assert len(first.held) == len(shards)  # alone: all of them
+    second.refresh(0.0)
+    assert second.held == {}  # none free yet; it is counted from now on
+    first.refresh(10.0)  # its next round: two loops alive, it lets half go
+    assert len(first.held) == len(shards) // 2
+    second.refresh(1.0)  # a loop under its share looks again within a second
+    assert len(second.held) == len(shards) // 2
+    assert not set(first.held) & set(second.held)
+    second.release_all()  # a stop: leases let go, the loop gone from the living
+    first.refresh(20.0)
+    assert len(first.held) == len(shards)
+
+
+def test_a_dead_loop_is_forgotten_after_a_lease_and_its_shards_are_taken(settings):
+    settings.PERDURA_SHARD_LEASE_SECONDS = 30
+    shards = range(settings.PERDURA_SHARDS)
+    first, second = ownership.Ownership("loop-a", shards), ownership.Ownership("loop-b", shards)
+    first.refresh(0.0)
+    second.refresh(0.0)
+    first.refresh(10.0)
+    second.refresh(1.0)
+    # loop-b dies: no release, no leave. Its leases and its heartbeat lapse.
+    ShardLease.objects.filter(owner="loop-b").update(expires_at=clock.now() - timedelta(seconds=1))
+    ShardOwner.objects.filter(name="loop-b").update(seen_at=clock.now() - timedelta(seconds=31))
+    first.refresh(20.0)
+    assert len(first.held) == len(shards)
+
+
+def test_share_is_the_shard_count_over_the_loops_rounded_up():
+    assert [ownership.share(16, n) for n in (0, 1, 2, 3, 4, 8, 16, 17)] == [16, 16, 8, 6, 4, 2, 1, 1]
