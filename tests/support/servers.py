@@ -250,6 +250,8 @@ def production(
         # The suite's clients connect from loopback without a key, as they do to `perdura dev`; calls that
         # carry a key are checked all the same (tests/e2e/test_auth.py).
         PERDURA_AUTH="loopback",
+        # Two shard loops, not the default four: each keeps a connection (see TEST_DB_THREADS).
+        PERDURA_SHARD_LOOPS="2",
     )
     env.update(extra)
     running = Running(address=f"127.0.0.1:{port}", env=env, database_url=database_url)
