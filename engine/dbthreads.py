@@ -26,31 +26,49 @@ URGENT, NORMAL = 0, 1
 
 
 class _Pool:
-    """Database threads, each taking the most urgent work queued, the oldest first."""
+    """Up to `most` database threads, each taking the most urgent work queued, the oldest first. A thread is
+    started only when work comes and none is idle (as concurrent.futures' pool does): each keeps a database
+    connection, and a process that never has 16 calls at once should not hold 16."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, most: int) -> None:
         self._queue: queue.PriorityQueue[tuple[int, int, concurrent.futures.Future[Any], Callable[[], Any]]]
         self._queue = queue.PriorityQueue()
         self._order = itertools.count()
-        for i in range(threads):
-            threading.Thread(target=self._work, name=f"perdura-db_{i}", daemon=True).start()
+        self._most = most
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
 
     def submit(self, priority: int, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._queue.put((priority, next(self._order), future, fn))
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1  # an idle thread will take it (or one like it)
+            elif self._threads < self._most:
+                self._threads += 1
+                threading.Thread(target=self._work, name=f"perdura-db_{self._threads}", daemon=True).start()
         return future
 
     def _work(self) -> None:
         while True:
             _, _, future, fn = self._queue.get()
-            if not future.set_running_or_notify_cancel():
-                continue  # its caller went away before it started
+            if not future.set_running_or_notify_cancel():  # its caller went away before it started
+                self._idle_again()
+                continue
             try:
                 result = fn()
             except BaseException as e:  # noqa: BLE001 - handed to the caller, as an executor does
+                # Idle before the caller hears: its next call, sent at once, finds this thread free.
+                self._idle_again()
                 future.set_exception(e)
             else:
+                self._idle_again()
                 future.set_result(result)
+
+    def _idle_again(self) -> None:
+        with self._lock:
+            self._idle += 1
 
 
 _pool: _Pool | None = None

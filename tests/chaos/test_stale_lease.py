@@ -28,9 +28,13 @@ TIMERS = scaled(300, 3000)
 pytestmark = pytest.mark.timeout(scaled(90, 300))
 
 
-def shard_loop_pid(owner: str) -> int:
-    """The process of the shard loop named `owner` ("host:supervisor-pid:worker/i", engine/shards/loop.py):
-    the supervisor's child whose role is the shard loops."""
+def holder_pid(owner: str) -> int:
+    """The process holding a lease as `owner`: a Celery pass's pool process ("host:pid"), or a shard loop
+    ("host:supervisor-pid:worker/i", engine/shards/loop.py), the supervisor's child whose role is the
+    shard loops. (A Celery pass holds a shard the sweep found unheld: here, while the two new workers' loops
+    share the shards out.)"""
+    if ":worker/" not in owner:
+        return int(owner.rsplit(":", 1)[1])
     supervisor = int(owner.split(":")[1])
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -47,7 +51,8 @@ def shard_loop_pid(owner: str) -> int:
     raise AssertionError(f"no shard loop process under {supervisor}")
 
 
-def supervisor_of(owner: str) -> str:
+def process_part(owner: str) -> str:
+    """The pid in an owner's name: a Celery pass's own, or a shard loop's supervisor's."""
     return owner.split(":")[1]
 
 
@@ -112,7 +117,7 @@ async def test_stale_lease_holder_commits_nothing(tmp_path):
 
         for _attempt in range(20):
             stale_owner = await wait_for(holder, 30, "a worker firing the shard's timers")
-            stale_pid = shard_loop_pid(stale_owner)
+            stale_pid = holder_pid(stale_owner)
             os.kill(stale_pid, signal.SIGSTOP)
             await asyncio.sleep(0.4)
             if stopped_in_transaction():
@@ -131,7 +136,7 @@ async def test_stale_lease_holder_commits_nothing(tmp_path):
                     return rows[0][0] if rows else ""
 
                 await wait_for(
-                    lambda: owner() and supervisor_of(owner()) != supervisor_of(stale_owner),
+                    lambda: owner() and process_part(owner()) != process_part(stale_owner),
                     30,
                     "another worker taking the shard",
                 )

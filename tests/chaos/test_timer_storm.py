@@ -1,8 +1,9 @@
 """Timers lost and early fires (0) with a storm of timers due in the same second and Redis restarted.
 
-Redis is the Celery broker: it carries each timer's wake-up message (a task with an ETA) and the
-sweep's messages. Killing it loses them all; the rows in Postgres are the truth, and beat's sweep must
-find every due row once Redis is back, without firing any timer twice or before its time.
+Redis is the Celery broker (the sweep's messages) and carries the console's live hints; the shard loops
+that fire timers need only Postgres. Killing Redis as the storm comes due must cost no timer: every due
+row fires once, none twice or before its time, whatever Celery's worker does meanwhile (its transport
+exits on broker loss; `perdura worker` starts it again).
 """
 
 from __future__ import annotations
@@ -46,8 +47,7 @@ async def test_timer_storm_survives_a_redis_restart(tmp_path):
         assert created < due_at - 1, f"creating {total} timers took until {created - due_at:+.1f}s of due"
         assert pending_timers(url) == total
 
-        # Redis dies a second before they are due (every ETA wake-up is lost with it) and comes back
-        # two seconds after: only the sweep can find them now.
+        # Redis dies a second before they are due and comes back two seconds after.
         await asyncio.sleep(due_at - 1 - time.time())
         broker.kill()
         await asyncio.sleep(due_at + 2 - time.time())

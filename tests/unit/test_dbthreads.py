@@ -34,3 +34,18 @@ async def test_an_error_reaches_the_caller_and_the_thread_goes_on(monkeypatch):
     with pytest.raises(ValueError, match="boom"):
         await dbthreads.run_urgent(fail)
     assert await dbthreads.run(sum, [1, 2]) == 3
+
+
+async def test_a_thread_is_started_only_when_none_is_idle(monkeypatch):
+    """Each thread keeps a database connection: calls one after another need one thread, not sixteen."""
+    pool = dbthreads._Pool(16)
+    monkeypatch.setattr(dbthreads, "_pool", pool)
+    for i in range(20):
+        assert await dbthreads.run(int, i) == i
+    assert pool._threads == 1
+    release = threading.Event()
+    waiting = [asyncio.ensure_future(dbthreads.run(release.wait, 5)) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    assert pool._threads == 3
+    release.set()
+    await asyncio.gather(*waiting)
