@@ -22,6 +22,9 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 
 CHANNEL = "perdura_wakeups"
+SHARD_CHANNEL = "perdura_shard_wakeups"
+"""Shard keys travel apart: only the shard loops listen to them, and the loops hear no task-queue or run
+wake-ups (every API commit sends some)."""
 
 
 _TASK_QUEUE_PREFIX = "tq/"
@@ -226,7 +229,8 @@ def notify_calls(keys: Mapping[str, int]) -> tuple[list[str], list[str]]:
     `publish_here_on_commit` wakes this process's waiters)."""
     params: list[str] = []
     for key, count in keys.items():
-        params += [CHANNEL, f"{key}|{count}|{_origin}"]
+        channel = SHARD_CHANNEL if key.startswith(_SHARD_PREFIX) else CHANNEL
+        params += [channel, f"{key}|{count}|{_origin}"]
     return ["pg_notify(%s, %s)"] * len(keys), params
 
 

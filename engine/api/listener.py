@@ -24,11 +24,11 @@ def _dsn() -> str:
     )
 
 
-def _listen_forever() -> None:
+def _listen_forever(channel: str) -> None:
     while True:
         try:
             with psycopg.connect(_dsn(), autocommit=True) as conn:
-                conn.execute(f"LISTEN {notify.CHANNEL}")
+                conn.execute(f"LISTEN {channel}")
                 for message in conn.notifies():
                     keys = notify.parse_payload(message.payload)
                     if keys is not None:
@@ -40,8 +40,9 @@ def _listen_forever() -> None:
             time.sleep(1.0)
 
 
-def start_listener() -> None:
-    """Relay NOTIFYs into the hub from a daemon thread (Postgres only; SQLite runs in one process)."""
+def start_listener(channel: str = notify.CHANNEL) -> None:
+    """Relay the NOTIFYs of `channel` into the hub from a daemon thread (Postgres only; SQLite runs in one
+    process): the API's wake-ups, or the shard loops' (notify.SHARD_CHANNEL)."""
     if connection.vendor != "postgresql":
         return
-    threading.Thread(target=_listen_forever, name="perdura-listen", daemon=True).start()
+    threading.Thread(target=_listen_forever, args=(channel,), name="perdura-listen", daemon=True).start()

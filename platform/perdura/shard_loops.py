@@ -25,7 +25,7 @@ def run() -> None:
     tracing.configure("perdura-worker")
     from django.conf import settings
 
-    from engine import dbthreads
+    from engine import dbthreads, notify
     from engine.api.listener import start_listener
     from engine.shards import budget, ownership
     from engine.shards.loop import run_timer_loop, worker_owner_name
@@ -35,7 +35,7 @@ def run() -> None:
 
     async def main() -> None:
         dbthreads.configure(loops)  # each loop runs one turn at a time
-        start_listener()
+        start_listener(notify.SHARD_CHANNEL)
         stop = asyncio.Event()
 
         def request_stop() -> None:
