@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Min
 from perdura import clock
 
 from engine.models import BatchOperation
@@ -69,8 +68,3 @@ def process_due(shard: int, range_id: int, *, budget: Budget | None = None) -> i
 def due_shards(now: datetime) -> set[int]:
     due = BatchOperation.objects.filter(parked_at__isnull=True, next_wakeup_at__lte=now)
     return set(due.values_list("shard", flat=True).distinct())
-
-
-def next_wakeup() -> datetime | None:
-    live = BatchOperation.objects.filter(parked_at__isnull=True)
-    return live.aggregate(first=Min("next_wakeup_at"))["first"]

@@ -11,9 +11,7 @@ the shard's other work goes on.
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from django.db.models import Min, QuerySet
+from django.db.models import QuerySet
 from perdura import clock
 
 from engine.models import Reencryption
@@ -69,11 +67,3 @@ def process_due(shard: int, range_id: int, *, budget: Budget | None = None) -> i
 
 def _due() -> QuerySet[Reencryption]:
     return Reencryption.objects.filter(parked_at__isnull=True, next_wakeup_at__isnull=False)
-
-
-def due_shards(now: datetime) -> set[int]:
-    return set(_due().filter(next_wakeup_at__lte=now).values_list("shard", flat=True).distinct())
-
-
-def next_wakeup() -> datetime | None:
-    return _due().aggregate(first=Min("next_wakeup_at"))["first"]

@@ -10,7 +10,6 @@ import uuid
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Min
 from perdura import clock
 
 from engine.models import Schedule as ScheduleRow
@@ -95,8 +94,3 @@ def schedule_wake(*, namespace_id: uuid.UUID, schedule_id: str) -> None:
 def due_shards(now: datetime) -> set[int]:
     due = ScheduleRow.objects.filter(parked_at__isnull=True, next_wakeup_at__lte=now)
     return set(due.values_list("shard", flat=True).distinct())
-
-
-def next_wakeup() -> datetime | None:
-    live = ScheduleRow.objects.filter(parked_at__isnull=True)
-    return live.aggregate(first=Min("next_wakeup_at"))["first"]

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from django.db.models import Min
 from perdura import clock
 from temporalio.api.enums.v1 import (
     CancelExternalWorkflowExecutionFailedCause,
@@ -338,9 +337,3 @@ def shards_with_transfers(now: datetime) -> list[int]:
     fresh = live.filter(retry_at__isnull=True).values_list("shard", flat=True).distinct()
     retried = live.filter(retry_at__lte=now).values_list("shard", flat=True).distinct()
     return sorted(set(fresh) | set(retried))
-
-
-def next_retry_at() -> datetime | None:
-    """The earliest retry time of a transfer row backing off."""
-    live = Transfer.objects.filter(parked_at__isnull=True, retry_at__isnull=False)
-    return live.aggregate(first=Min("retry_at"))["first"]
