@@ -56,8 +56,8 @@ def _cycle(held: ownership.Ownership, loop_time: float, expected: list[int]) -> 
     """On the database thread, in one turn: pass over the shards `expected` to be due by now (the loop
     slept until then), then renew the leases if it is time, find the held shards with work due and pass
     over them, within TURN_SECONDS in all (`perdura dev`'s thread serves the API too; the shards left
-    get the next turn). Returns whether to look again at once (rows were done, or shards left for the next
-    turn), and when each held shard not yet due is due.
+    get the next turn). Returns whether to look again at once (rows were done after the plan, or shards
+    left for the next turn), and when each held shard not yet due is due.
 
     One turn, not one per step: each hand-over to the thread waited for the API call in hand and for the
     event loop, a few milliseconds a timer. And a shard the loop slept for is passed over before anything
@@ -65,7 +65,7 @@ def _cycle(held: ownership.Ownership, loop_time: float, expected: list[int]) -> 
     pass_budget = budget.Budget(TURN_SECONDS)
     done = 0
 
-    def pass_over(shards: Iterable[int]) -> bool:
+    def pass_over(shards: Iterable[int], *, timers_first: bool = False) -> bool:
         nonlocal done
         for shard in shards:
             range_id = held.held.get(shard)
@@ -74,18 +74,21 @@ def _cycle(held: ownership.Ownership, loop_time: float, expected: list[int]) -> 
             if pass_budget.spent():
                 return False
             try:
-                done += timers.process_held(shard, range_id, budget=pass_budget)
+                done += timers.process_held(shard, range_id, budget=pass_budget, timers_first=timers_first)
             except leases.LeaseLost:
                 held.lost(shard)
             except Exception as e:  # noqa: BLE001 - one shard never stops the others
                 failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; retrying shortly", e)
         return True
 
-    if not pass_over(expected):
+    if not pass_over(expected, timers_first=True):
         return True, []
     held.refresh(loop_time)
     due_now, upcoming = next_due.plan(sorted(held.held), clock.now())
-    if not pass_over(s for s in due_now if s not in expected):
+    # The plan was made after the expected shards' passes: only rows done after it (work that came due
+    # meanwhile) call for another look before sleeping until `upcoming`.
+    done = 0
+    if not pass_over(due_now):
         return True, upcoming
     return done > 0, upcoming
 

@@ -75,38 +75,101 @@ def fire(row: Timer, *, shard: int, range_id: int) -> bool:
     return write_path.in_transaction(body, shard=shard, range_id=range_id)
 
 
+FIRE_TOGETHER = 32
+"""Due timers of distinct runs fired in one transaction at most: it pays the fence, BEGIN and COMMIT once
+for all of them, where one transaction each cost a fire six round trips to the database."""
+
+
+def fire_together(rows: list[Timer], *, shard: int, range_id: int) -> list[Timer]:
+    """Apply due timers, each of a different run, in one fenced transaction: the runs locked in id order,
+    the rows deleted (as in `fire`, that makes firing idempotent), each timer applied. Returns the rows
+    fired; the others were already gone.
+
+    Raises:
+        whatever applying one of them raised (nothing of any of them is written then), or
+        leases.LeaseLost.
+    """
+
+    def body() -> list[Timer]:
+        runs = store.lock_executions(row.execution_id for row in rows)
+        present = store.delete_timers(row.pk for row in rows if row.execution_id in runs)
+        fired = []
+        for row in rows:
+            if row.pk not in present:
+                continue
+            try:
+                write_path.apply_locked(runs[row.execution_id], lambda _e, m, row=row: _apply(m, row))
+            except StaleTask:
+                pass  # as in `fire`
+            fired.append(row)
+        return fired
+
+    return write_path.in_transaction(body, shard=shard, range_id=range_id)
+
+
+def _groups(rows: list[Timer]) -> list[list[Timer]]:
+    """`rows` in order, cut into groups of at most FIRE_TOGETHER with one timer per run in each (a second
+    timer of a run starts a group of its own: its fire must see the first's)."""
+    groups: list[list[Timer]] = [[]]
+    runs: set[int] = set()
+    for row in rows:
+        if len(groups[-1]) >= FIRE_TOGETHER or row.execution_id in runs:
+            groups.append([])
+            runs = set()
+        groups[-1].append(row)
+        runs.add(row.execution_id)
+    return [g for g in groups if g]
+
+
 def _fire_due(shard: int, range_id: int, budget: Budget) -> int:
-    """Fire the shard's due timers, each on its own: one that raises is charged a failed attempt and
-    moved to its next attempt (or parked), and the timers behind it fire on time."""
+    """Fire the shard's due timers, a group to a transaction. When a group fails, its timers are fired each
+    on its own: one that raises is charged a failed attempt and moved to its next attempt (or parked), and
+    the timers behind it fire on time."""
     fired = 0
     tried: set[int] = set()
     lateness = metrics.timer_lateness.labels(str(shard))
     while not budget.spent():
         # A row tried in this pass is never taken again in it, whatever became of it.
-        rows = [r for r in store.due_timers(shard, clock.now(), BATCH) if r.pk not in tried]
-        if not rows:
-            break
-        for row in rows:
+        due = store.due_timers(shard, clock.now(), BATCH)
+        rows = [r for r in due if r.pk not in tried]
+        for group in _groups(rows):
             if budget.spent():
                 break
-            tried.add(row.pk)
-            try:
-                if fire(row, shard=shard, range_id=range_id):
-                    fired += 1
-                    # From its due time, not its last attempt's: a retried timer was that late.
-                    lateness.observe(max((clock.now() - row.fire_at).total_seconds(), 0.0))
-            except leases.LeaseLost:
-                raise
-            except Exception as e:  # noqa: BLE001 - the row pays for it, never the shard
-                parking.row_failed(
-                    queue=parking.TIMER,
-                    pk=row.pk,
-                    shard=shard,
-                    range_id=range_id,
-                    error=e,
-                    label=kind_name(row.kind),
-                )
-                continue
+            tried.update(row.pk for row in group)
+            for row in _fire_group(group, shard=shard, range_id=range_id):
+                fired += 1
+                # From its due time, not its last attempt's: a retried timer was that late.
+                lateness.observe(max((clock.now() - row.fire_at).total_seconds(), 0.0))
+        if len(due) < BATCH:
+            break  # all were taken: timers come due since are the caller's next look's
+    return fired
+
+
+def _fire_group(group: list[Timer], *, shard: int, range_id: int) -> list[Timer]:
+    """The rows of `group` fired: together if they can be, else each on its own, a failing one charged."""
+    if len(group) > 1:
+        try:
+            return fire_together(group, shard=shard, range_id=range_id)
+        except leases.LeaseLost:
+            raise
+        except Exception:  # noqa: BLE001 - nothing was written: each row is tried alone, and pays alone
+            pass
+    fired = []
+    for row in group:
+        try:
+            if fire(row, shard=shard, range_id=range_id):
+                fired.append(row)
+        except leases.LeaseLost:
+            raise
+        except Exception as e:  # noqa: BLE001 - the row pays for it, never the shard
+            parking.row_failed(
+                queue=parking.TIMER,
+                pk=row.pk,
+                shard=shard,
+                range_id=range_id,
+                error=e,
+                label=kind_name(row.kind),
+            )
     return fired
 
 
@@ -145,10 +208,13 @@ def _process_leased(shard: int, owner: str, budget: Budget | None) -> int | None
     return done
 
 
-def process_held(shard: int, range_id: int, *, budget: Budget | None = None) -> int:
+def process_held(
+    shard: int, range_id: int, *, budget: Budget | None = None, timers_first: bool = False
+) -> int:
     """One pass over `shard` under a lease a shard loop holds as `range_id` (engine/shards/loop.py): its
     due timers, then a slice of each other queue with rows due, round after round, until nothing is due or
-    the budget is spent.
+    the budget is spent. `timers_first`: the loop slept until the shard's work was due, most likely a
+    timer: fire the due timers before asking which queues have work (a round trip later for each).
 
     Raises:
         leases.LeaseLost: another worker took the shard; what was committed before stands.
@@ -156,15 +222,17 @@ def process_held(shard: int, range_id: int, *, budget: Budget | None = None) -> 
     """
     attributes = {"perdura.shard": shard, "perdura.lease_held": True}
     with _tracer.start_as_current_span("perdura.shard.process", attributes=attributes) as span:
-        done = _pass(shard, range_id, budget)
+        done = _pass(shard, range_id, budget, timers_first=timers_first)
         span.set_attribute("perdura.rows", done)
         return done
 
 
-def _pass(shard: int, range_id: int, budget: Budget | None) -> int:
+def _pass(shard: int, range_id: int, budget: Budget | None, *, timers_first: bool = False) -> int:
     budget = budget or Budget()
     done = 0
     try:
+        if timers_first:
+            done += _fire_due(shard, range_id, budget)
         # A long run of transfers (or of failing ones) keeps the shard's timers waiting a slice at most.
         # Each round starts with one probe of every queue; the last, finding nothing, is also the look for
         # work that came due during the pass (a Celery pass's wake-up hint was refused: the lease was

@@ -30,8 +30,9 @@ from tenants.services.namespaces import namespace_register
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def run_with_due_timer() -> Execution:
-    """A run whose workflow started a 1 ms timer (through the same services the gRPC API calls), now due."""
+def run_with_due_timer(timers: int = 1) -> Execution:
+    """A run whose workflow started `timers` 1 ms timers (through the same services the gRPC API calls),
+    now due."""
     namespace = namespace_register(name=f"ns-{uuid.uuid4().hex[:8]}")
     queue = f"tq-{uuid.uuid4()}"
     request = StartWorkflowExecutionRequest(
@@ -51,14 +52,17 @@ def run_with_due_timer() -> Execution:
         attempt=started.attempt,
         started_event_id=started.started_event_id,
     )
-    command = Command(
-        command_type=CommandType.COMMAND_TYPE_START_TIMER,
-        start_timer_command_attributes=StartTimerCommandAttributes(
-            timer_id="t1", start_to_fire_timeout=Duration(nanos=1_000_000)
-        ),
-    )
+    commands = [
+        Command(
+            command_type=CommandType.COMMAND_TYPE_START_TIMER,
+            start_timer_command_attributes=StartTimerCommandAttributes(
+                timer_id=f"t{i + 1}", start_to_fire_timeout=Duration(nanos=1_000_000)
+            ),
+        )
+        for i in range(timers)
+    ]
     workflow_tasks.workflow_task_complete(
-        namespace=namespace, token=token, request=RespondWorkflowTaskCompletedRequest(commands=[command])
+        namespace=namespace, token=token, request=RespondWorkflowTaskCompletedRequest(commands=commands)
     )
     # The row fires no sooner than a second after the timer started (Temporal's timer queue shift):
     # bring it forward rather than wait.
