@@ -9,7 +9,9 @@ believe they own a shard can never both commit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -132,8 +134,17 @@ def live_shards() -> set[int]:
 def check(shard: int, range_id: int) -> None:
     """Inside a transaction: fail unless `range_id` is still the shard's. Holds a share lock until commit."""
     with connection.cursor() as cursor:
-        suffix = " FOR SHARE" if connection.vendor == "postgresql" else ""
-        cursor.execute(f"SELECT range_id FROM engine_shardlease WHERE shard = %s{suffix}", [shard])
-        row = cursor.fetchone()
+        cursor.execute(*check_statement(shard))
+        verify(shard, range_id, cursor.fetchone())
+
+
+def check_statement(shard: int) -> tuple[str, list[Any]]:
+    """`check`'s statement, for a caller that sends it with others (then `verify` its row)."""
+    suffix = " FOR SHARE" if connection.vendor == "postgresql" else ""
+    return f"SELECT range_id FROM engine_shardlease WHERE shard = %s{suffix}", [shard]
+
+
+def verify(shard: int, range_id: int, row: Sequence[Any] | None) -> None:
+    """Fail unless `row`, the answer to `check_statement`, says `range_id` is still the shard's."""
     if row is None or row[0] != range_id:
         raise LeaseLost(f"shard {shard} lease moved on (ours {range_id}, now {row[0] if row else None})")

@@ -537,28 +537,3 @@ def due_timers(shard: int, now: datetime, limit: int) -> list[Timer]:
         "WHERE shard = %s AND parked_at IS NULL AND fire_at <= %s ORDER BY fire_at, id LIMIT %s"
     )
     return model_rows.fetch(Timer, sql, [shard, connection.ops.adapt_datetimefield_value(now), limit])
-
-
-def lock_executions(pks: Iterable[int]) -> dict[int, Execution]:
-    """The runs with row ids `pks` that still exist, by id, locked for update in id order (so that two
-    callers locking overlapping sets wait for each other instead of deadlocking)."""
-    ids = sorted(set(pks))
-    if not ids:
-        return {}
-    sql = (
-        f"SELECT {model_rows.columns(Execution)} FROM engine_execution "
-        f"WHERE id IN ({', '.join(['%s'] * len(ids))}) ORDER BY id" + _for_update(True)
-    )
-    return {e.pk: e for e in model_rows.fetch(Execution, sql, ids)}
-
-
-def delete_timers(pks: Iterable[int]) -> set[int]:
-    """Delete the timer rows `pks`; the ids of those that were there."""
-    ids = list(pks)
-    if not ids:
-        return set()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM engine_timer WHERE id IN ({', '.join(['%s'] * len(ids))}) RETURNING id", ids
-        )
-        return {row[0] for row in cursor.fetchall()}

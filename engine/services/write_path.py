@@ -50,9 +50,11 @@ def in_transaction(
     range_id: int | None = None,
     attempts: int = 1,
     retry_on: tuple[type[Exception], ...] = (),
+    body_fences: bool = False,
 ) -> T:
     """Run `body` in one transaction, fenced on (`shard`, `range_id`) when given; retried up to `attempts`
-    times in all after a deadlock or serialisation failure, or an error of `retry_on`.
+    times in all after a deadlock or serialisation failure, or an error of `retry_on`. `body_fences`: the
+    body checks the fence itself, in its first statement (it sends that with others in one round trip).
 
     Raises:
         leases.LeaseLost: the shard's lease moved on; nothing was written.
@@ -63,7 +65,7 @@ def in_transaction(
         started = time.perf_counter()
         try:
             with transaction.atomic():
-                if shard is not None:
+                if shard is not None and not body_fences:
                     assert range_id is not None
                     leases.check(shard, range_id)
                 return body()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from engine.history import due_timers
 from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TimerKind
 from engine.models import Timer
-from engine.persistence import leases, store
+from engine.persistence import leases, store, timer_groups
 from engine.services import write_path
 from engine.shards import (
     batches,
@@ -44,7 +45,7 @@ class UnknownTimerKind(ValueError):
     failed attempt and parked, never dropped, so that a worker that knows the kind can fire it later."""
 
 
-def _apply(m: Mutation, row: Timer) -> None:
+def _apply_row(row: Timer, _execution: object, m: Mutation) -> None:
     rule = due_timers.RULES.get(row.kind)
     if rule is None:
         raise UnknownTimerKind(f"unknown timer kind {row.kind}")
@@ -60,30 +61,19 @@ def kind_name(kind: int) -> str:
 
 def fire(row: Timer, *, shard: int, range_id: int) -> bool:
     """Apply one due timer under the shard's fence. Returns False if the timer was already gone."""
-
-    def body() -> bool:
-        execution = store.lock_execution(row.execution_id)
-        # Deleting first makes firing idempotent: a second processor finds nothing to delete.
-        if execution is None or Timer.objects.filter(pk=row.pk).delete()[0] == 0:
-            return False
-        try:
-            write_path.apply_locked(execution, lambda _e, m: _apply(m, row))
-        except StaleTask:
-            pass  # the run moved past it: the timer row goes, the run stays as it is
-        return True
-
-    return write_path.in_transaction(body, shard=shard, range_id=range_id)
+    return bool(fire_together([row], shard=shard, range_id=range_id))
 
 
 FIRE_TOGETHER = 32
-"""Due timers of distinct runs fired in one transaction at most: it pays the fence, BEGIN and COMMIT once
-for all of them, where one transaction each cost a fire six round trips to the database."""
+"""Due timers of distinct runs fired in one transaction at most: it pays the opening round trip and the
+COMMIT once for all of them."""
 
 
 def fire_together(rows: list[Timer], *, shard: int, range_id: int) -> list[Timer]:
-    """Apply due timers, each of a different run, in one fenced transaction: the runs locked in id order,
-    the rows deleted (as in `fire`, that makes firing idempotent), each timer applied. Returns the rows
-    fired; the others were already gone.
+    """Apply due timers, each of a different run, in one fenced transaction: the runs locked in id order
+    and the rows deleted in one round trip (engine/persistence/timer_groups.py; as in `fire`, deleting
+    makes firing idempotent), then each timer applied. Returns the rows fired; the others were already
+    gone.
 
     Raises:
         whatever applying one of them raised (nothing of any of them is written then), or
@@ -91,20 +81,21 @@ def fire_together(rows: list[Timer], *, shard: int, range_id: int) -> list[Timer
     """
 
     def body() -> list[Timer]:
-        runs = store.lock_executions(row.execution_id for row in rows)
-        present = store.delete_timers(row.pk for row in rows if row.execution_id in runs)
+        runs, present = timer_groups.open_group(
+            shard, range_id, [row.execution_id for row in rows], [row.pk for row in rows]
+        )
         fired = []
         for row in rows:
-            if row.pk not in present:
+            if row.pk not in present or row.execution_id not in runs:
                 continue
             try:
-                write_path.apply_locked(runs[row.execution_id], lambda _e, m, row=row: _apply(m, row))
+                write_path.apply_locked(runs[row.execution_id], functools.partial(_apply_row, row))
             except StaleTask:
-                pass  # as in `fire`
+                pass  # the run moved past it: the timer row goes, the run stays as it is
             fired.append(row)
         return fired
 
-    return write_path.in_transaction(body, shard=shard, range_id=range_id)
+    return write_path.in_transaction(body, shard=shard, range_id=range_id, body_fences=True)
 
 
 def _groups(rows: list[Timer]) -> list[list[Timer]]:
@@ -147,13 +138,14 @@ def _fire_due(shard: int, range_id: int, budget: Budget) -> int:
 
 def _fire_group(group: list[Timer], *, shard: int, range_id: int) -> list[Timer]:
     """The rows of `group` fired: together if they can be, else each on its own, a failing one charged."""
-    if len(group) > 1:
-        try:
-            return fire_together(group, shard=shard, range_id=range_id)
-        except leases.LeaseLost:
-            raise
-        except Exception:  # noqa: BLE001 - nothing was written: each row is tried alone, and pays alone
-            pass
+    try:
+        return fire_together(group, shard=shard, range_id=range_id)
+    except leases.LeaseLost:
+        raise
+    except Exception as e:  # noqa: BLE001 - nothing was written: each row is tried alone, and pays alone
+        if len(group) == 1:
+            _charge(group[0], e, shard=shard, range_id=range_id)
+            return []
     fired = []
     for row in group:
         try:
@@ -162,15 +154,14 @@ def _fire_group(group: list[Timer], *, shard: int, range_id: int) -> list[Timer]
         except leases.LeaseLost:
             raise
         except Exception as e:  # noqa: BLE001 - the row pays for it, never the shard
-            parking.row_failed(
-                queue=parking.TIMER,
-                pk=row.pk,
-                shard=shard,
-                range_id=range_id,
-                error=e,
-                label=kind_name(row.kind),
-            )
+            _charge(row, e, shard=shard, range_id=range_id)
     return fired
+
+
+def _charge(row: Timer, error: Exception, *, shard: int, range_id: int) -> None:
+    parking.row_failed(
+        queue=parking.TIMER, pk=row.pk, shard=shard, range_id=range_id, error=error, label=kind_name(row.kind)
+    )
 
 
 def process_shard(shard: int, owner: str, *, budget: Budget | None = None) -> int | None:
