@@ -10,7 +10,7 @@ import math
 import os
 import socket
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from perdura import clock
@@ -47,14 +47,18 @@ Upcoming = list[tuple[datetime, int]]
 PURGE_SECONDS = 5.0
 """How often the loop looks for deleted namespaces whose runs are still there (as beat does)."""
 
+WORKER_EARLY_SECONDS = 0.003
+"""How long before a shard is due a worker's loop wakes: about what waking (the event loop's sleep ends on a
+whole millisecond), the hand-over to its thread and the read of the due timers take on a busy machine."""
+
 TURN_SECONDS = 0.3
 """How long a loop's turn on a database thread may last: `perdura dev`'s only one serves the API too, and
 a worker's loop looks again for shards come due after each turn."""
 
 
-def _cycle(held: ownership.Ownership, loop_time: float, expected: list[int]) -> tuple[bool, Upcoming]:
-    """On the database thread, in one turn: pass over the shards `expected` to be due by now (the loop
-    slept until then), then renew the leases if it is time, find the held shards with work due and pass
+def _cycle(held: ownership.Ownership, loop_time: float, expected: Upcoming) -> tuple[bool, Upcoming]:
+    """On the database thread, in one turn: pass over the shards `expected` to be due by now or in a few
+    milliseconds (the loop slept until then; a pass waits for the time), then renew the leases if it is time, find the held shards with work due and pass
     over them, within TURN_SECONDS in all (`perdura dev`'s thread serves the API too; the shards left
     get the next turn). Returns whether to look again at once (rows were done after the plan, or shards
     left for the next turn), and when each held shard not yet due is due.
@@ -65,38 +69,40 @@ def _cycle(held: ownership.Ownership, loop_time: float, expected: list[int]) -> 
     pass_budget = budget.Budget(TURN_SECONDS)
     done = 0
 
-    def pass_over(shards: Iterable[int], *, timers_first: bool = False) -> bool:
+    def pass_over(shards: Iterable[tuple[datetime | None, int]]) -> bool:
         nonlocal done
-        for shard in shards:
+        for due_by, shard in shards:
             range_id = held.held.get(shard)
             if range_id is None:
                 continue
             if pass_budget.spent():
                 return False
             try:
-                done += timers.process_held(shard, range_id, budget=pass_budget, timers_first=timers_first)
+                done += timers.process_held(shard, range_id, budget=pass_budget, due_by=due_by)
             except leases.LeaseLost:
                 held.lost(shard)
             except Exception as e:  # noqa: BLE001 - one shard never stops the others
                 failure_log.failed(f"shard:{shard}", f"processing shard {shard} failed; retrying shortly", e)
         return True
 
-    if not pass_over(expected, timers_first=True):
+    if not pass_over(expected):
         return True, []
     held.refresh(loop_time)
     due_now, upcoming = next_due.plan(sorted(held.held), clock.now())
     # The plan was made after the expected shards' passes: only rows done after it (work that came due
     # meanwhile) call for another look before sleeping until `upcoming`.
     done = 0
-    if not pass_over(due_now):
+    if not pass_over((None, shard) for shard in due_now):
         return True, upcoming
     return done > 0, upcoming
 
 
-async def run_timer_loop(stop: asyncio.Event, *, owner: str, purge: bool) -> None:
+async def run_timer_loop(stop: asyncio.Event, *, owner: str, purge: bool, early: float = 0.0) -> None:
     """Until `stop` is set: pass over the shards `owner` holds that have work due, then sleep until the
     next is due, or a wake-up says one of them has new work. `purge`: also look for deleted namespaces'
-    runs now and then (`perdura dev`; beat does it in production)."""
+    runs now and then (`perdura dev`; beat does it in production). `early`: wake this many seconds before
+    a shard is due, read its due timers and wait for the time on the loop's own thread (a worker's loops;
+    `perdura dev`'s one thread serves the API too)."""
     loop = asyncio.get_running_loop()
     wake = asyncio.Event()
     held = ownership.Ownership(owner, range(settings.PERDURA_SHARDS))
@@ -112,7 +118,7 @@ async def run_timer_loop(stop: asyncio.Event, *, owner: str, purge: bool) -> Non
     while not stop.is_set():
         wake.clear()
         now = clock.now()
-        expected = [shard for at, shard in upcoming if at <= now]
+        expected = [(at, shard) for at, shard in upcoming if at <= now + timedelta(seconds=early)]
         upcoming = []
         try:
             if loop.time() >= purge_at:
@@ -130,7 +136,7 @@ async def run_timer_loop(stop: asyncio.Event, *, owner: str, purge: bool) -> Non
         delay = (
             SWEEP_SECONDS
             if not upcoming
-            else min((upcoming[0][0] - clock.now()).total_seconds(), SWEEP_SECONDS)
+            else min((upcoming[0][0] - clock.now()).total_seconds() - early, SWEEP_SECONDS)
         )
         waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())]
         await asyncio.wait(waiters, timeout=max(delay, 0.0), return_when=asyncio.FIRST_COMPLETED)

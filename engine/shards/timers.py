@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -112,16 +113,20 @@ def _groups(rows: list[Timer]) -> list[list[Timer]]:
     return [g for g in groups if g]
 
 
-def _fire_due(shard: int, range_id: int, budget: Budget) -> int:
+def _fire_due(shard: int, range_id: int, budget: Budget, *, due_by: datetime | None = None) -> int:
     """Fire the shard's due timers, a group to a transaction. When a group fails, its timers are fired each
     on its own: one that raises is charged a failed attempt and moved to its next attempt (or parked), and
-    the timers behind it fire on time."""
+    the timers behind it fire on time. `due_by`: a time a little ahead; the timers due by then are read
+    now, and fired from then on."""
     fired = 0
     tried: set[int] = set()
     lateness = metrics.timer_lateness.labels(str(shard))
     while not budget.spent():
         # A row tried in this pass is never taken again in it, whatever became of it.
-        due = store.due_timers(shard, clock.now(), BATCH)
+        due = store.due_timers(shard, max(clock.now(), due_by or clock.now()), BATCH)
+        if due_by is not None:
+            _sleep_until(due_by)
+            due_by = None
         rows = [r for r in due if r.pk not in tried]
         for group in _groups(rows):
             if budget.spent():
@@ -134,6 +139,14 @@ def _fire_due(shard: int, range_id: int, budget: Budget) -> int:
         if len(due) < BATCH:
             break  # all were taken: timers come due since are the caller's next look's
     return fired
+
+
+def _sleep_until(at: datetime) -> None:
+    """Wait until `at` (a few milliseconds ahead at most: the loop's `early`), the GIL released: a timer
+    never fires before it is due."""
+    left = (at - clock.now()).total_seconds()
+    if left > 0:
+        time.sleep(left)
 
 
 def _fire_group(group: list[Timer], *, shard: int, range_id: int) -> list[Timer]:
@@ -200,12 +213,13 @@ def _process_leased(shard: int, owner: str, budget: Budget | None) -> int | None
 
 
 def process_held(
-    shard: int, range_id: int, *, budget: Budget | None = None, timers_first: bool = False
+    shard: int, range_id: int, *, budget: Budget | None = None, due_by: datetime | None = None
 ) -> int:
     """One pass over `shard` under a lease a shard loop holds as `range_id` (engine/shards/loop.py): its
     due timers, then a slice of each other queue with rows due, round after round, until nothing is due or
-    the budget is spent. `timers_first`: the loop slept until the shard's work was due, most likely a
-    timer: fire the due timers before asking which queues have work (a round trip later for each).
+    the budget is spent. `due_by`: the loop slept until (a little before) the shard's next work is due at
+    `due_by`, most likely a timer: the timers due by then are read at once and fired from then on, before
+    anything else is asked. That takes the reading and the asking (a round trip each) off their lateness.
 
     Raises:
         leases.LeaseLost: another worker took the shard; what was committed before stands.
@@ -213,17 +227,17 @@ def process_held(
     """
     attributes = {"perdura.shard": shard, "perdura.lease_held": True}
     with _tracer.start_as_current_span("perdura.shard.process", attributes=attributes) as span:
-        done = _pass(shard, range_id, budget, timers_first=timers_first)
+        done = _pass(shard, range_id, budget, due_by=due_by)
         span.set_attribute("perdura.rows", done)
         return done
 
 
-def _pass(shard: int, range_id: int, budget: Budget | None, *, timers_first: bool = False) -> int:
+def _pass(shard: int, range_id: int, budget: Budget | None, *, due_by: datetime | None = None) -> int:
     budget = budget or Budget()
     done = 0
     try:
-        if timers_first:
-            done += _fire_due(shard, range_id, budget)
+        if due_by is not None:
+            done += _fire_due(shard, range_id, budget, due_by=due_by)
         # A long run of transfers (or of failing ones) keeps the shard's timers waiting a slice at most.
         # Each round starts with one probe of every queue; the last, finding nothing, is also the look for
         # work that came due during the pass (a Celery pass's wake-up hint was refused: the lease was

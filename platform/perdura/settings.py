@@ -96,7 +96,7 @@ PERDURA_SHARDS = env.shard_count()
 PERDURA_SHARD_LEASE_SECONDS = _shard_lease_seconds()
 # Shard loops per `perdura worker` (engine/shards/loop.py): each holds its share of the shards and passes
 # over one at a time, so a worker fires the timers of this many shards at once.
-PERDURA_SHARD_LOOPS = int(env.number("PERDURA_SHARD_LOOPS", 4))
+PERDURA_SHARD_LOOPS = int(env.number("PERDURA_SHARD_LOOPS", 16))
 PERDURA_REDIS_URL = env.redis_url()
 
 # Celery (production shard workers); `perdura dev` runs the same shard code in-process instead.

@@ -28,7 +28,7 @@ def run() -> None:
     from engine import dbthreads, notify
     from engine.api.listener import start_listener
     from engine.shards import budget, ownership
-    from engine.shards.loop import run_timer_loop, worker_owner_name
+    from engine.shards.loop import WORKER_EARLY_SECONDS, run_timer_loop, worker_owner_name
     from perdura import shutdown
 
     loops = max(settings.PERDURA_SHARD_LOOPS, 1)
@@ -52,6 +52,11 @@ def run() -> None:
         # all and let most go again a round later.
         for i in range(loops):
             await dbthreads.run(ownership.heartbeat, f"{owner}/{i}", settings.PERDURA_SHARD_LEASE_SECONDS)
-        await asyncio.gather(*(run_timer_loop(stop, owner=f"{owner}/{i}", purge=False) for i in range(loops)))
+        await asyncio.gather(
+            *(
+                run_timer_loop(stop, owner=f"{owner}/{i}", purge=False, early=WORKER_EARLY_SECONDS)
+                for i in range(loops)
+            )
+        )
 
     asyncio.run(main())

@@ -4,16 +4,17 @@ a run's second timer, a row already gone and a lost lease go as they did one at 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from perdura import clock
+from temporalio.api.enums.v1 import EventType
 
 from engine.history.mutation import TimerKind
 from engine.models import Execution, Timer
-from engine.persistence import leases
+from engine.persistence import leases, store
 from engine.shards import timers
 from tests.integration.test_shard_fencing import fired_events, run_with_due_timer
 
@@ -86,3 +87,15 @@ def test_groups_hold_one_timer_of_a_run_and_at_most_fire_together(settings):
     assert [[row.pk for row in group] for group in groups] == [[0, 1], [2, 3, 4, 5]]
     many = [Timer(pk=i, execution_id=i, shard=0, fire_at=due, kind=1, event_id=5) for i in range(70)]
     assert [len(group) for group in timers._groups(many)] == [32, 32, 6]
+
+
+def test_a_pass_for_a_time_just_ahead_reads_its_timers_at_once_and_fires_them_no_sooner():
+    run = run_with_due_timer()
+    due = clock.now() + timedelta(milliseconds=80)
+    Timer.objects.filter(execution=run, kind=TimerKind.USER_TIMER).update(fire_at=due)
+    range_id = leases.acquire(run.shard, "w")
+    assert range_id is not None
+    assert timers.process_held(run.shard, range_id) == 0  # not due yet
+    assert timers.process_held(run.shard, range_id, due_by=due) == 1
+    (fired,) = [e for e in store.history_events(run) if e.event_type == EventType.EVENT_TYPE_TIMER_FIRED]
+    assert fired.event_time.ToDatetime(tzinfo=UTC) >= due
