@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -38,7 +37,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-from throughput import BenchOneActivity, LatencyStats, bench_echo, beside_worker, percentile
+from throughput import (
+    BenchOneActivity,
+    LatencyStats,
+    bench_echo,
+    beside_worker,
+    exit_without_finalizing,
+    percentile,
+)
 
 
 @workflow.defn(name="LatencyTimer")
@@ -228,4 +234,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # As bench/throughput.py: the SDK's threads can abort the interpreter's finalization (SIGABRT).
+    exit_without_finalizing(main())

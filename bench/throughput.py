@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from measure import percentile, process_tree_cpu_s
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -180,49 +181,6 @@ class BenchResult:
             )
         lines.extend(f"error sample     {sample}" for sample in self.error_samples)
         return lines
-
-
-def percentile(ordered: list[float], pct: float) -> float:
-    """Percentile of already sorted samples, linear interpolation between closest ranks."""
-    if len(ordered) == 1:
-        return ordered[0]
-    rank = (len(ordered) - 1) * pct / 100.0
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def process_tree_cpu_s(roots: list[int]) -> float:
-    """CPU seconds (user + system) of the processes `roots` and all their descendants, from /proc (Linux).
-
-    Each process counts its own time plus its reaped children's (cutime, cstime), so a worker that exits
-    during the phase still counts; live descendants count through their own entries. A server is usually
-    several processes (`perdura api` and its workers, Celery's pool, Postgres's backends under the
-    postmaster): pass the parents."""
-    parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                stat = fh.read()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces
-        pid = int(entry)
-        parents[pid] = int(fields[1])
-        ticks[pid] = sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
-    wanted = set(roots)
-    grew = True
-    while grew:
-        more = {pid for pid, parent in parents.items() if parent in wanted and pid not in wanted}
-        wanted |= more
-        grew = bool(more)
-    return sum(ticks.get(pid, 0) for pid in wanted) / _CLOCK_TICKS
 
 
 @dataclass
