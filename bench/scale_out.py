@@ -80,7 +80,9 @@ def start_layout(stack: contextlib.ExitStack, tmp: Path, width: int) -> tuple[li
         servers.wait_for_log(" ready.", worker, running.logs["worker-2"])
         deadline = time.monotonic() + 30
         # Both workers' loops hold their share before the load starts.
-        while owned_by(url, worker.pid) < SHARDS // 2 and time.monotonic() < deadline:
+        while owned_by(url, worker.pid) < SHARDS // 2:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the second worker's loops did not get their half of the shards in 30 s")
             time.sleep(0.2)
     return addresses, running
 

@@ -1,8 +1,9 @@
 """Which shards a shard loop owns: its share of the leases, held from one pass to the next (rule 4).
 
-Every loop (`perdura dev`'s, and one per `perdura worker`) says it is alive in `engine_shardowner` each time
-it renews its leases, and holds the shard count over the number of loops alive, rounded up: a loop that
-holds more lets the extra shards go, one that holds fewer takes free ones. A loop that stops lets its
+Every loop (`perdura dev`'s, and those of each `perdura worker`) says it is alive in `engine_shardowner`
+each time it renews its leases, and holds its share (`share`: the shard count over the number of loops
+alive, rounded up, while loops are no more than shards): a loop that holds more lets the extra shards go,
+one that holds fewer takes free ones. A loop that stops lets its
 leases go and leaves; one that dies is forgotten, and its leases lapse, within a lease's time. A shard
 nobody holds is still processed: beat's sweep queues a Celery pass for it (engine/tasks.py).
 """
@@ -27,13 +28,30 @@ SHORT_ROUND_SECONDS = 1.0
 fewer takes free shards (a loop that joined, or one whose peers are letting shards go)."""
 
 
-def share(shards: int, loops: int) -> int:
-    """How many shards each of `loops` live loops holds at most."""
-    return math.ceil(shards / max(loops, 1))
+def share(shards: int, owner: str, alive: list[str]) -> int:
+    """How many shards `owner` holds at most among the live loops `alive` (itself included).
+
+    With no more loops than shards, each holds the shard count over the loops, rounded up. With more (two
+    workers of 16 loops for 16 shards), the first `shards` loops by `rank` hold one each and the others
+    none: the rank takes every worker's first loop, then every worker's second, and so on, so each worker
+    holds its part. Counted over loops alone, the first worker's loops kept one shard each, every shard,
+    and a second worker's held none."""
+    loops = max(len(alive), 1)
+    if loops <= shards:
+        return math.ceil(shards / loops)
+    ranked = sorted(set(alive) | {owner}, key=rank)
+    return 1 if ranked.index(owner) < shards else 0
 
 
-def heartbeat(owner: str, ttl: float) -> int:
-    """Say `owner` is alive; returns how many loops are (seen within `ttl`, `owner` included)."""
+def rank(owner: str) -> tuple[int, str]:
+    """A loop's place in the order shards are shared in when loops outnumber them: its index within its
+    worker (`host:pid:worker/3`), then its worker's name."""
+    worker, _, index = owner.rpartition("/")
+    return (int(index), worker) if worker and index.isdigit() else (0, owner)
+
+
+def heartbeat(owner: str, ttl: float) -> list[str]:
+    """Say `owner` is alive; returns the loops that are (seen within `ttl`, `owner` included)."""
     now = clock.now()
     at = connection.ops.adapt_datetimefield_value(now)
     since = connection.ops.adapt_datetimefield_value(now - timedelta(seconds=ttl))
@@ -43,9 +61,9 @@ def heartbeat(owner: str, ttl: float) -> int:
             "ON CONFLICT (name) DO UPDATE SET seen_at = EXCLUDED.seen_at",
             [owner, at],
         )
-        cursor.execute("SELECT COUNT(*) FROM engine_shardowner WHERE seen_at > %s", [since])
-        (alive,) = cursor.fetchone()
-    return max(int(alive), 1)
+        cursor.execute("SELECT name FROM engine_shardowner WHERE seen_at > %s", [since])
+        alive = [name for (name,) in cursor.fetchall()]
+    return alive if owner in alive else [*alive, owner]
 
 
 def leave(owner: str) -> None:
@@ -69,7 +87,7 @@ class Ownership:
         if now < self._round_at:
             return
         ttl = settings.PERDURA_SHARD_LEASE_SECONDS
-        most = share(len(self.shards), heartbeat(self.owner, ttl))
+        most = share(len(self.shards), self.owner, heartbeat(self.owner, ttl))
         self.held = leases.renew(self.owner, self.held, ttl)
         for shard in sorted(self.held, reverse=True)[: max(len(self.held) - most, 0)]:
             leases.release(shard, self.held.pop(shard))

@@ -142,4 +142,48 @@ def test_a_dead_loop_is_forgotten_after_a_lease_and_its_shards_are_taken(setting
 
 
 def test_share_is_the_shard_count_over_the_loops_rounded_up():
-    assert [ownership.share(16, n) for n in (0, 1, 2, 3, 4, 8, 16, 17)] == [16, 16, 8, 6, 4, 2, 1, 1]
+    def loops(n: int) -> list[str]:
+        return [f"h:1:worker/{i}" for i in range(n)]
+
+    assert [ownership.share(16, "h:1:worker/0", loops(n)) for n in (0, 1, 2, 3, 4, 8, 16)] == [
+        16,
+        16,
+        8,
+        6,
+        4,
+        2,
+        1,
+    ]
+
+
+def test_loops_beyond_the_shard_count_share_the_shards_across_workers():
+    # Two workers of 16 loops, 16 shards: each worker's loops 0-7 hold one, its loops 8-15 none.
+    alive = [f"h:{pid}:worker/{i}" for pid in (1, 2) for i in range(16)]
+    held = {name: ownership.share(16, name, alive) for name in alive}
+    assert sum(held.values()) == 16
+    assert sum(held[f"h:1:worker/{i}"] for i in range(16)) == 8
+    assert [held[f"h:2:worker/{i}"] for i in (0, 7, 8, 15)] == [1, 1, 0, 0]
+    assert ownership.share(16, "h:perdura-dev", ["h:perdura-dev"]) == 16
+
+
+def test_a_second_worker_gets_its_part_when_loops_outnumber_shards(settings):
+    settings.PERDURA_SHARD_LEASE_SECONDS = 30
+    shards = range(4)
+
+    def worker(pid: int) -> list[ownership.Ownership]:
+        # As platform/perdura/shard_loops.py: every loop says it is alive before any takes shards.
+        owners = [ownership.Ownership(f"h:{pid}:worker/{i}", shards) for i in range(4)]
+        for owner in owners:
+            ownership.heartbeat(owner.owner, 30)
+        return owners
+
+    first = worker(1)
+    for owner in first:
+        owner.refresh(0.0)
+    assert [len(owner.held) for owner in first] == [1, 1, 1, 1]
+    second = worker(2)
+    for at in (11.0, 12.0, 13.0):  # past a round of the loops at their share, then a second each
+        for owner in first + second:
+            owner.refresh(at)
+    assert [len(owner.held) for owner in first] == [1, 1, 0, 0]
+    assert [len(owner.held) for owner in second] == [1, 1, 0, 0]
