@@ -24,8 +24,9 @@ from engine.persistence import leases
 log = logging.getLogger("perdura.shards")
 
 SHORT_ROUND_SECONDS = 1.0
-"""How soon a loop that holds other than its share looks again: one with more lets the extra go, one with
-fewer takes free shards (a loop that joined, or one whose peers are letting shards go)."""
+"""How soon a loop that holds other than its share looks again (one with more lets the extra go, one with
+fewer takes free shards: a loop that joined, or one whose peers are letting shards go), and how often a loop
+with no share looks at all."""
 
 
 def share(shards: int, owner: str, alive: list[str]) -> int:
@@ -100,7 +101,10 @@ class Ownership:
                 range_id = leases.acquire(shard, self.owner, ttl)
                 if range_id is not None:
                     self.held[shard] = range_id
-        self._round_at = now + (ttl / 3 if len(self.held) == most else min(SHORT_ROUND_SECONDS, ttl / 3))
+        # A loop with no share (more loops than shards) stands by: it looks every short round, so that it
+        # takes a stopped worker's shards within a second or two.
+        settled = len(self.held) == most and most > 0
+        self._round_at = now + (ttl / 3 if settled else min(SHORT_ROUND_SECONDS, ttl / 3))
 
     def lost(self, shard: int) -> None:
         """A write found the shard's lease taken over: it is another's now."""

@@ -187,3 +187,9 @@ def test_a_second_worker_gets_its_part_when_loops_outnumber_shards(settings):
             owner.refresh(at)
     assert [len(owner.held) for owner in first] == [1, 1, 0, 0]
     assert [len(owner.held) for owner in second] == [1, 1, 0, 0]
+    # The second worker stops: the first one's standby loops take its shards at their next short round.
+    for owner in second:
+        owner.release_all()
+    for owner in first:
+        owner.refresh(14.0)
+    assert [len(owner.held) for owner in first] == [1, 1, 1, 1]
