@@ -4,6 +4,7 @@ virtualenv without it)."""
 from __future__ import annotations
 
 import os
+import sys
 
 
 def percentile(ordered: list[float], pct: float) -> float:
@@ -47,3 +48,17 @@ def process_tree_cpu_s(roots: list[int]) -> float:
         wanted |= more
         grew = bool(more)
     return sum(ticks.get(pid, 0) for pid in wanted) / _CLOCK_TICKS
+
+
+def throughput_command(
+    address: str, scenario: str, workflows: int, concurrency: int, *more: str
+) -> list[str]:
+    """The command line of bench/throughput.py against `address`, for a bench that runs it as a client."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "throughput.py")
+    return [
+        sys.executable,
+        script,
+        *("--address", address, "--scenario", scenario),
+        *("--workflows", str(workflows), "--concurrency", str(concurrency)),
+        *more,
+    ]

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from measure import process_tree_cpu_s  # noqa: E402
+from measure import process_tree_cpu_s, throughput_command  # noqa: E402
 
 from tests.support import servers  # noqa: E402
 
@@ -91,20 +91,9 @@ def run_clients(addresses: list[str], args: argparse.Namespace, tmp: Path) -> li
     procs = []
     for i in range(args.clients):
         out = tmp / f"client-{i}.json"
-        command = [
-            sys.executable,
-            str(ROOT / "bench" / "throughput.py"),
-            "--address",
-            addresses[i % len(addresses)],
-            "--scenario",
-            args.scenario,
-            "--workflows",
-            str(args.workflows),
-            "--concurrency",
-            str(args.concurrency),
-            "--json",
-            str(out),
-        ]
+        command = throughput_command(
+            addresses[i % len(addresses)], args.scenario, args.workflows, args.concurrency, "--json", str(out)
+        )
         procs.append((subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=ROOT), out))
     results = []
     for proc, out in procs:

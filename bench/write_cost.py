@@ -32,6 +32,9 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from measure import throughput_command  # noqa: E402
 
 from tests.support import servers  # noqa: E402
 
@@ -82,20 +85,9 @@ def main() -> int:
         idle_seconds = args.idle + STATS_FLUSH_SECONDS  # and the counters' own wait
         began = time.monotonic()
         subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "bench" / "throughput.py"),
-                "--address",
-                running.address,
-                "--scenario",
-                args.scenario,
-                "--workflows",
-                str(args.workflows),
-                "--concurrency",
-                str(args.concurrency),
-                "--warmup",
-                str(WARMUP),
-            ],
+            throughput_command(
+                running.address, args.scenario, args.workflows, args.concurrency, "--warmup", str(WARMUP)
+            ),
             check=True,
             stdout=subprocess.DEVNULL,
             cwd=ROOT,
