@@ -1,10 +1,10 @@
 """The opening of a group of timer fires (engine/shards/timers.py: `fire_together`): the shard's fence
-checked, the group's runs locked, its timer rows deleted, on Postgres in one round trip.
+checked, the group's runs locked, its timer rows deleted, on Postgres in one round trip after the BEGIN.
 
 One statement after another, with the BEGIN before them, that was four round trips before a fire could
 start, each a wake-up of the loop's thread and of a Postgres backend: on a busy two-core machine, a few
-milliseconds of every timer's lateness. psycopg's pipeline mode sends the four together and reads the
-answers once; Postgres runs them in order, as it would have one by one.
+milliseconds of every timer's lateness. The three statements now travel as one query string; Postgres
+runs them in order, as it would have one by one.
 """
 
 from __future__ import annotations
@@ -37,30 +37,29 @@ def open_group(
         runs,
     )
     delete = (f"DELETE FROM engine_timer WHERE id IN ({_marks(timer_ids)}) RETURNING id", list(timer_ids))
-    if connection.vendor != "postgresql":
-        # SQLite's IMMEDIATE transactions already serialise writers, and its calls make no round trip.
-        with connection.cursor() as cursor:
+    with connection.cursor() as cursor:
+        if connection.vendor != "postgresql":
+            # SQLite's IMMEDIATE transactions already serialise writers, and its calls make no round trip.
             cursor.execute(*fence)
             leases.verify(shard, range_id, cursor.fetchone())
             cursor.execute(*lock)
             found = cursor.fetchall()
             cursor.execute(*delete)
             deleted = cursor.fetchall()
-    else:
-        connection.ensure_connection()
-        with (
-            connection.connection.pipeline(),
-            connection.cursor() as fenced,
-            connection.cursor() as locked,
-            connection.cursor() as deleting,
-        ):
-            fenced.execute(*fence)
-            locked.execute(*lock)
-            deleting.execute(*delete)
-            # The first fetch sends the BEGIN and all three, and waits for their answers.
-            leases.verify(shard, range_id, fenced.fetchone())
-            found = locked.fetchall()
-            deleted = deleting.fetchall()
+        else:
+            # One query string of three statements: Django's psycopg cursors bind parameters on the client
+            # and send such a string in one message (the simple query protocol), whose answers come back
+            # together, one result set each. Not psycopg's pipeline mode: its flush requests left the
+            # transaction without idle_in_transaction_session_timeout, so a process stopped after them held
+            # the fence and the run locks for as long as it stayed stopped (tests/chaos/test_stale_lease.py).
+            cursor.execute(
+                ";\n".join(sql for sql, _ in (fence, lock, delete)), fence[1] + lock[1] + delete[1]
+            )
+            leases.verify(shard, range_id, cursor.fetchone())
+            cursor.nextset()
+            found = cursor.fetchall()
+            cursor.nextset()
+            deleted = cursor.fetchall()
     executions = [model_rows.instance(Execution, row) for row in found]
     return {e.pk: e for e in executions}, {row[0] for row in deleted}
 

@@ -4,19 +4,22 @@ a run's second timer, a row already gone and a lost lease go as they did one at 
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, timedelta
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from perdura import clock
 from temporalio.api.enums.v1 import EventType
 
 from engine.history.mutation import TimerKind
 from engine.models import Execution, Timer
-from engine.persistence import leases, store
+from engine.persistence import leases, store, timer_groups
 from engine.shards import timers
 from tests.integration.test_shard_fencing import fired_events, run_with_due_timer
+from tests.support import servers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,3 +102,35 @@ def test_a_pass_for_a_time_just_ahead_reads_its_timers_at_once_and_fires_them_no
     assert timers.process_held(run.shard, range_id, due_by=due) == 1
     (fired,) = [e for e in store.history_events(run) if e.event_type == EventType.EVENT_TYPE_TIMER_FIRED]
     assert fired.event_time.ToDatetime(tzinfo=UTC) >= due
+
+
+def test_a_process_stopped_after_a_group_opens_loses_its_locks_after_the_idle_timeout():
+    # Postgres ends a session idle in a transaction for longer than a lease, so a stopped process cannot
+    # hold the fence or the runs' locks (README: Timers are rows). psycopg's pipeline mode, tried first for
+    # the opening, left the transaction without that timeout: the session kept its locks for good.
+    runs = runs_on_one_shard(1)
+    rows = list(Timer.objects.filter(execution__in=runs, kind=TimerKind.USER_TIMER))
+    range_id = leases.acquire(runs[0].shard, "w")
+    assert range_id is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SET idle_in_transaction_session_timeout = 300")
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    sessions = []
+
+    def stopped_after_the_opening() -> None:
+        with transaction.atomic():
+            timer_groups.open_group(runs[0].shard, range_id, [runs[0].pk], [rows[0].pk])
+            time.sleep(1.0)  # the process "stopped" inside the transaction
+            with psycopg.connect(servers.postgres_admin_url(), autocommit=True) as other:
+                sessions.extend(
+                    other.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", [pid]).fetchall()
+                )
+
+    try:
+        with pytest.raises(DatabaseError):  # its session is gone: the commit fails
+            stopped_after_the_opening()
+    finally:
+        connection.close()
+    assert sessions == []
+    assert Timer.objects.filter(pk=rows[0].pk).exists()  # its transaction rolled back
