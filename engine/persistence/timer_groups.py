@@ -31,18 +31,16 @@ def open_group(
     """
     runs = sorted(set(run_ids))
     fence = leases.check_statement(shard)
-    lock = (
-        f"SELECT {model_rows.columns(Execution)} FROM engine_execution "
-        f"WHERE id IN ({_marks(runs)}) ORDER BY id" + (" FOR UPDATE" if _row_locks() else ""),
-        runs,
-    )
+    columns = model_rows.columns(Execution)
+    lock_sql = f"SELECT {columns} FROM engine_execution WHERE id IN ({_marks(runs)}) ORDER BY id"
     delete = (f"DELETE FROM engine_timer WHERE id IN ({_marks(timer_ids)}) RETURNING id", list(timer_ids))
     with connection.cursor() as cursor:
         if connection.vendor != "postgresql":
-            # SQLite's IMMEDIATE transactions already serialise writers, and its calls make no round trip.
+            # SQLite has no row locks (its IMMEDIATE transactions already serialise writers), and its calls
+            # make no round trip.
             cursor.execute(*fence)
             leases.verify(shard, range_id, cursor.fetchone())
-            cursor.execute(*lock)
+            cursor.execute(lock_sql, runs)
             found = cursor.fetchall()
             cursor.execute(*delete)
             deleted = cursor.fetchall()
@@ -52,9 +50,8 @@ def open_group(
             # together, one result set each. Not psycopg's pipeline mode: its flush requests left the
             # transaction without idle_in_transaction_session_timeout, so a process stopped after them held
             # the fence and the run locks for as long as it stayed stopped (tests/chaos/test_stale_lease.py).
-            cursor.execute(
-                ";\n".join(sql for sql, _ in (fence, lock, delete)), fence[1] + lock[1] + delete[1]
-            )
+            sql = ";\n".join([fence[0], lock_sql + " FOR UPDATE", delete[0]])
+            cursor.execute(sql, fence[1] + runs + delete[1])
             leases.verify(shard, range_id, cursor.fetchone())
             cursor.nextset()
             found = cursor.fetchall()
@@ -66,7 +63,3 @@ def open_group(
 
 def _marks(values: Sequence[object]) -> str:
     return ", ".join(["%s"] * len(values))
-
-
-def _row_locks() -> bool:
-    return bool(connection.features.has_select_for_update)

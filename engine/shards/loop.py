@@ -58,9 +58,9 @@ a worker's loop looks again for shards come due after each turn."""
 
 def _cycle(held: ownership.Ownership, loop_time: float, expected: Upcoming) -> tuple[bool, Upcoming]:
     """On the database thread, in one turn: pass over the shards `expected` to be due by now or in a few
-    milliseconds (the loop slept until then; a pass waits for the time), then renew the leases if it is time, find the held shards with work due and pass
-    over them, within TURN_SECONDS in all (`perdura dev`'s thread serves the API too; the shards left
-    get the next turn). Returns whether to look again at once (rows were done after the plan, or shards
+    milliseconds (the loop slept until then; a pass waits for the time), then renew the leases if it is
+    time, find the held shards with work due and pass over them, within TURN_SECONDS in all (`perdura
+    dev`'s thread serves the API too; the shards left get the next turn). Returns whether to look again at once (rows were done after the plan, or shards
     left for the next turn), and when each held shard not yet due is due.
 
     One turn, not one per step: each hand-over to the thread waited for the API call in hand and for the

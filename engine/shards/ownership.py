@@ -3,9 +3,9 @@
 Every loop (`perdura dev`'s, and those of each `perdura worker`) says it is alive in `engine_shardowner`
 each time it renews its leases, and holds its share (`share`: the shard count over the number of loops
 alive, rounded up, while loops are no more than shards): a loop that holds more lets the extra shards go,
-one that holds fewer takes free ones. A loop that stops lets its
-leases go and leaves; one that dies is forgotten, and its leases lapse, within a lease's time. A shard
-nobody holds is still processed: beat's sweep queues a Celery pass for it (engine/tasks.py).
+one that holds fewer takes free ones. A loop that stops lets its leases go and leaves; one that dies is
+forgotten, and its leases lapse, within a lease's time. A shard nobody holds is still processed: beat's
+sweep queues a Celery pass for it (engine/tasks.py).
 """
 
 from __future__ import annotations

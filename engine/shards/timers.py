@@ -123,7 +123,8 @@ def _fire_due(shard: int, range_id: int, budget: Budget, *, due_by: datetime | N
     lateness = metrics.timer_lateness.labels(str(shard))
     while not budget.spent():
         # A row tried in this pass is never taken again in it, whatever became of it.
-        due = store.due_timers(shard, max(clock.now(), due_by or clock.now()), BATCH)
+        now = clock.now()
+        due = store.due_timers(shard, now if due_by is None else max(now, due_by), BATCH)
         if due_by is not None:
             _sleep_until(due_by)
             due_by = None
