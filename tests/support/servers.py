@@ -33,10 +33,20 @@ _XDIST_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("g
 REDIS_URL = os.environ.get("PERDURA_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{13 - _XDIST_WORKER}")
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nobody listens on now, and never one this process handed out before: the kernel can give the
+    same free port to two calls in a row, and a `perdura dev` then got it for gRPC and its web server both
+    (the web server failed to bind, and a session's browser tests met gRPC instead)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
