@@ -55,6 +55,16 @@ def _tls_env(args: argparse.Namespace) -> None:
         os.environ["PERDURA_TLS_KEY"] = args.tls_key or ""
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number is needed, not {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 is needed, not {n}")
+    return n
+
+
 def _tls_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-cert", help="serve gRPC over TLS with this PEM certificate (PERDURA_TLS_CERT)")
     parser.add_argument("--tls-key", help="the PEM private key of --tls-cert (PERDURA_TLS_KEY)")
@@ -253,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     api = sub.add_parser("api", help="serve the gRPC API (stateless; run several)")
     api.add_argument("--ip", default="0.0.0.0")
     api.add_argument("--port", type=int, default=7233)
-    api.add_argument("--db-threads", type=int, default=16)
+    api.add_argument("--db-threads", type=_at_least_one, default=16, help="database threads (default 16)")
     api.add_argument(
         "--processes",
         type=int,

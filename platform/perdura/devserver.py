@@ -24,6 +24,8 @@ def configure(
 ) -> Path | None:
     """Point settings at the dev SQLite file before Django starts; returns a temp dir to clean up."""
     os.environ["PERDURA_DEV"] = "1"
+    # The event loop runs the engine's database work itself (engine/dbthreads.py): Django must let it.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     if tls_cert or tls_key:
         os.environ["PERDURA_TLS_CERT"] = tls_cert or ""
         os.environ["PERDURA_TLS_KEY"] = tls_key or ""
@@ -46,6 +48,16 @@ def configure(
 
         env.data_dir().mkdir(parents=True, exist_ok=True)
     return temp
+
+
+def _one_connection_per_thread() -> None:
+    """Give the event loop's thread one database connection, as a thread without a loop has. Django keeps
+    one per asyncio task on a thread running a loop, which would open a SQLite connection for each call
+    the loop's tasks make (engine/dbthreads.py runs them on the loop)."""
+    from django.db import connections
+
+    connections.close_all()
+    connections._connections = threading.local()  # type: ignore[attr-defined]
 
 
 def prepare() -> None:
@@ -116,9 +128,9 @@ async def serve(*, host: str, port: int, ui_port: int, metrics_port: int = 0) ->
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, request_stop)
-    # SQLite has one writer: a single database thread queues work in Python instead of in
-    # SQLite's busy handler, whose sleeps (up to 100 ms) would dominate latency under load.
-    grpc_server = api_server.build(f"{host}:{port}", db_threads=1)
+    # SQLite has one writer: the event loop takes the database work one call at a time, instead of
+    # threads queueing in SQLite's busy handler, whose sleeps (up to 100 ms) would dominate latency.
+    grpc_server = api_server.build(f"{host}:{port}", db_threads=0)
     await grpc_server.start()
     metrics_http = metrics_server.serve(host, metrics_port, extra=[scrape.EngineState()])
     web = _serve_web(host, ui_port) if ui_port else None
@@ -160,6 +172,7 @@ def run(
     )
     try:
         prepare()
+        _one_connection_per_thread()
         asyncio.run(serve(host=host, port=port, ui_port=ui_port, metrics_port=metrics_port))
     finally:
         if temp is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 
 import pytest
@@ -49,3 +50,39 @@ async def test_a_thread_is_started_only_when_none_is_idle(monkeypatch):
     assert pool._threads == 3
     release.set()
     await asyncio.gather(*waiting)
+
+
+async def test_without_threads_the_work_runs_on_the_callers_thread_in_a_copy_of_its_context(monkeypatch):
+    """`perdura dev` (configure(0)): no hand-over, but a call stays a point where other tasks run, and
+    what it sets in its context stays there, as on a thread."""
+    monkeypatch.setattr(dbthreads, "_pool", None)
+    monkeypatch.setattr(dbthreads, "_inline", True)
+    seen = contextvars.ContextVar("seen", default="unset")
+    seen.set("caller")
+
+    def work() -> tuple[int, str]:
+        here = seen.get()
+        seen.set("inside")
+        return threading.get_ident(), here
+
+    others: list[int] = []
+
+    async def other() -> None:
+        others.append(len(others))
+
+    sibling = asyncio.ensure_future(other())
+    assert await dbthreads.run(work) == (threading.get_ident(), "caller")
+    assert others == [0], "the call let a task that was ready run first"
+    assert seen.get() == "caller"
+    await sibling
+
+
+def test_configure_zero_means_no_threads(monkeypatch):
+    monkeypatch.setattr(dbthreads, "_pool", None)
+    monkeypatch.setattr(dbthreads, "_inline", False)
+    dbthreads.configure(0)
+    assert dbthreads._inline
+    assert dbthreads._pool is None
+    dbthreads.configure(2)
+    assert not dbthreads._inline
+    assert dbthreads._pool is not None
