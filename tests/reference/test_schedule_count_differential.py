@@ -100,19 +100,28 @@ async def _count(client: Client, query: str) -> int:
 
 
 async def _settled(client: Client, scope: str) -> None:
-    """Wait until the server counts all the test's schedules, their state and their attributes.
+    """Wait until the server counts and lists all the test's schedules, their state and their attributes.
 
     A custom attribute just added may be unknown to the real server's query path for a moment: such a
-    count is refused, and retried like one that is still short.
+    count is refused, and retried like one that is still short. The real server's list can lag behind its
+    count (it once counted two paused schedules and listed one), so both are waited for.
     """
-    expected = {scope: len(SCHEDULES), f"{scope} AND TemporalSchedulePaused = false": 2}
-    expected[f"{scope} AND PerduraCustomer = 'c-1'"] = 2
+    paused = sum(1 for p, _ in SCHEDULES if p)
+    expected: dict[str, object] = {
+        scope: (len(SCHEDULES),) * 2,
+        f"{scope} AND TemporalSchedulePaused = true": (paused,) * 2,
+        f"{scope} AND TemporalSchedulePaused = false": (len(SCHEDULES) - paused,) * 2,
+        f"{scope} AND PerduraCustomer = 'c-1'": (2, 2),
+    }
     seen: dict[str, object] = {}
     deadline = asyncio.get_running_loop().time() + 60  # a loaded machine indexes slowly
     while asyncio.get_running_loop().time() < deadline:
         for query in expected:
             try:
-                seen[query] = await _count(client, query)
+                seen[query] = (
+                    await _count(client, query),
+                    len([s async for s in await client.list_schedules(query)]),
+                )
             except RPCError as e:
                 seen[query] = e.message
         if seen == expected:
