@@ -81,9 +81,7 @@ _inline = False
 
 def configure(max_workers: int) -> None:
     """Up to `max_workers` database threads; with 0, none: the work runs on the caller's thread, between
-    its awaits. That thread must then keep one Django connection for all its tasks (Django otherwise
-    opens one per asyncio task) and allow synchronous database calls under its event loop: see
-    perdura/devserver.py."""
+    its awaits (`_call_on_loop_thread`)."""
     global _pool, _inline
     _inline = max_workers == 0
     _pool = None if _inline else _Pool(max_workers)
@@ -92,6 +90,19 @@ def configure(max_workers: int) -> None:
 def _call(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
     close_old_connections()
     return fn(*args, **kwargs)
+
+
+def _call_on_loop_thread(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    """`_call` on the event loop's thread, as if on a thread without a loop: Django then keeps one
+    connection for the thread (it keeps one per asyncio task under a running loop) and lets the calls
+    through (it refuses synchronous database calls under one). Each of Django's checks for a running loop
+    also cost a getpid() system call on Python 3.11."""
+    loop = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)
+    try:
+        return _call(fn, args, kwargs)
+    finally:
+        asyncio.events._set_running_loop(loop)
 
 
 async def _run(priority: int, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
@@ -103,7 +114,7 @@ async def _run(priority: int, fn: Callable[..., T], args: tuple[Any, ...], kwarg
         # A call is still a point where other tasks run, as with a thread: a loop of calls must not keep
         # the event loop to itself.
         await asyncio.sleep(0)
-        return context.run(_call, fn, args, kwargs)
+        return context.run(_call_on_loop_thread, fn, args, kwargs)
     if _pool is None:
         _pool = _Pool(16)
     future = _pool.submit(priority, functools.partial(context.run, _call, fn, args, kwargs))

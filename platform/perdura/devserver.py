@@ -24,8 +24,6 @@ def configure(
 ) -> Path | None:
     """Point settings at the dev SQLite file before Django starts; returns a temp dir to clean up."""
     os.environ["PERDURA_DEV"] = "1"
-    # The event loop runs the engine's database work itself (engine/dbthreads.py): Django must let it.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     if tls_cert or tls_key:
         os.environ["PERDURA_TLS_CERT"] = tls_cert or ""
         os.environ["PERDURA_TLS_KEY"] = tls_key or ""
@@ -48,16 +46,6 @@ def configure(
 
         env.data_dir().mkdir(parents=True, exist_ok=True)
     return temp
-
-
-def _one_connection_per_thread() -> None:
-    """Give the event loop's thread one database connection, as a thread without a loop has. Django keeps
-    one per asyncio task on a thread running a loop, which would open a SQLite connection for each call
-    the loop's tasks make (engine/dbthreads.py runs them on the loop)."""
-    from django.db import connections
-
-    connections.close_all()
-    connections._connections = threading.local()  # type: ignore[attr-defined]
 
 
 def prepare() -> None:
@@ -172,7 +160,6 @@ def run(
     )
     try:
         prepare()
-        _one_connection_per_thread()
         asyncio.run(serve(host=host, port=port, ui_port=ui_port, metrics_port=metrics_port))
     finally:
         if temp is not None:

@@ -77,6 +77,29 @@ async def test_without_threads_the_work_runs_on_the_callers_thread_in_a_copy_of_
     await sibling
 
 
+async def test_without_threads_the_calls_of_every_task_share_the_threads_database_connection(monkeypatch):
+    """Django keeps a connection per asyncio task under a running loop; the calls run as if without one,
+    so the loop's thread has one connection, as a database thread has, and Django lets them through."""
+    from django.db import connections
+
+    monkeypatch.setattr(dbthreads, "_pool", None)
+    monkeypatch.setattr(dbthreads, "_inline", True)
+    loop = asyncio.get_running_loop()
+
+    def work() -> tuple[object, object]:
+        return asyncio.events._get_running_loop(), connections["default"]
+
+    async def in_a_task() -> tuple[object, object]:
+        return await dbthreads.run(work)
+
+    first, second = await asyncio.gather(
+        asyncio.ensure_future(in_a_task()), asyncio.ensure_future(in_a_task())
+    )
+    assert first[0] is None
+    assert first[1] is second[1]
+    assert asyncio.get_running_loop() is loop
+
+
 def test_configure_zero_means_no_threads(monkeypatch):
     monkeypatch.setattr(dbthreads, "_pool", None)
     monkeypatch.setattr(dbthreads, "_inline", False)
