@@ -6,7 +6,7 @@ behind it (under load, 50 of them made timers 100-500 ms late), instead of waiti
 `perdura dev` has no database thread: its event loop runs the work itself (`configure(0)`). Its one SQLite
 writer takes the calls one at a time anyway, and handing each to a thread and back cost more than most
 calls' work: the hand-overs, and the two threads taking the GIL from each other (one_activity at
-concurrency 32: 19.3 to 13.8 ms of CPU per workflow, 47 to 69 workflows/s).
+concurrency 32: 19.5 to 13.1 ms of CPU per workflow, 45 to 74 workflows/s; bench/README.md).
 """
 
 from __future__ import annotations
