@@ -2,7 +2,7 @@
 
 Both hold one object per run, named by its run id, and the export's state object (`_export.json`), which
 is what makes a bulk export resumable. A folder's files are written to a temporary name and renamed, so a
-crash leaves no half file under a run's name. S3 takes boto3's standard configuration: credentials from
+crash leaves no half file under a run's name; the export that resumes removes the temporary one it left. S3 takes boto3's standard configuration: credentials from
 the environment or the instance, and `AWS_ENDPOINT_URL_S3` (or `AWS_ENDPOINT_URL`) for an S3-compatible
 store other than AWS.
 """
@@ -32,10 +32,16 @@ class Destination(Protocol):
         ...
 
 
+PARTIAL_PREFIX = ".partial-"
+
+
 class Folder:
     def __init__(self, root: Path) -> None:
         try:
             root.mkdir(parents=True, exist_ok=True)
+            # What an export killed mid-write left (one export writes to a folder at a time).
+            for left in root.glob(f"{PARTIAL_PREFIX}*"):
+                left.unlink(missing_ok=True)
         except OSError as e:
             raise DestinationError(f"cannot use folder {root}: {e}") from None
         self.root = root
@@ -50,7 +56,7 @@ class Folder:
             return None
 
     def write(self, name: str, data: bytes) -> None:
-        fd, temporary = tempfile.mkstemp(dir=self.root, prefix=".partial-")
+        fd, temporary = tempfile.mkstemp(dir=self.root, prefix=PARTIAL_PREFIX)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
