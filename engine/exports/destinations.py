@@ -2,9 +2,9 @@
 
 Both hold one object per run, named by its run id, and the export's state object (`_export.json`), which
 is what makes a bulk export resumable. A folder's files are written to a temporary name and renamed, so a
-crash leaves no half file under a run's name; the export that resumes removes the temporary one it left. S3 takes boto3's standard configuration: credentials from
-the environment or the instance, and `AWS_ENDPOINT_URL_S3` (or `AWS_ENDPOINT_URL`) for an S3-compatible
-store other than AWS.
+crash leaves no half file under a run's name; the export that resumes removes the temporary one it left.
+S3 takes boto3's standard configuration: credentials from the environment or the instance, and
+`AWS_ENDPOINT_URL_S3` (or `AWS_ENDPOINT_URL`) for an S3-compatible store other than AWS.
 """
 
 from __future__ import annotations
