@@ -12,14 +12,18 @@ shard worker's.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connection, transaction
+
+log = logging.getLogger("perdura.api")
 
 CHANNEL = "perdura_wakeups"
 SHARD_CHANNEL = "perdura_shard_wakeups"
@@ -64,9 +68,14 @@ def shard_of(key: str) -> int | None:
 
 
 class Waiter:
-    """One registration: create it before checking for work, then await it (no lost wake-ups)."""
+    """One registration: create it before checking for work, then await it (no lost wake-ups).
 
-    __slots__ = ("_event", "_hub", "_keys", "_loop", "group")
+    A task-queue poll may also stand ready to be handed a task directly (`offer`, engine/matching/handoff.py):
+    while it waits, the transaction that makes a task for its queue may start that task for it (`reserve`)
+    and, once committed, hand it the result (`hand`) instead of writing the task's row and waking it.
+    """
+
+    __slots__ = ("_event", "_hub", "_keys", "_loop", "_woken", "group", "handed", "idle", "offer", "reserved")
 
     def __init__(self, hub: Hub, keys: tuple[str, ...], group: str = "") -> None:
         self._hub = hub
@@ -75,13 +84,21 @@ class Waiter:
         """Which pollers of a task queue it stands for: a worker deployment version, or "" (unversioned)."""
         self._loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
+        self._woken = False
+        """A publish chose it (set at once, under the hub's lock; the event is set later, on its loop)."""
+        self.offer: Callable[..., Any] | None = None
+        """How to start a task for this poll, in the transaction that makes it (None: it takes none that way)."""
+        self.idle = False
+        """Waiting (not claiming): only then may a transaction reserve it."""
+        self.reserved = False
+        self.handed: Any = None
 
     def _fire(self) -> None:
         self._loop.call_soon_threadsafe(self._event.set)
 
     @property
     def fired(self) -> bool:
-        return self._event.is_set()
+        return self._woken or self._event.is_set()
 
     async def wait(self, timeout: float) -> bool:
         try:
@@ -91,7 +108,52 @@ class Waiter:
         return True
 
     def rearm(self) -> None:
+        self._woken = False
         self._event.clear()
+
+    def begin_idle(self) -> None:
+        """The poll found nothing and is about to wait: a transaction may reserve it from now on."""
+        with self._hub._lock:
+            self.idle = True
+
+    def end_idle(self) -> bool:
+        """The wait ended: no transaction may reserve it any more. False while one holds it (then wait for
+        `hand`, or for `release`, which wakes it, and ask again)."""
+        with self._hub._lock:
+            if self.reserved:
+                return False
+            self.idle = False
+            return True
+
+    async def settle(self) -> None:
+        """End the wait (`end_idle`), first waiting for the transaction that holds this poll, if one does:
+        its answer (`handed`) or its release is a transaction's length away."""
+        while True:
+            self._event.clear()  # hand and release change the state before they wake it: nothing is missed
+            if self.end_idle():
+                return
+            await self._event.wait()
+
+    def hand(self, result: Any) -> None:
+        """The reserving transaction committed: `result` is this poll's answer."""
+        with self._hub._lock:
+            gone = self.offer is None  # its poll left while the transaction ran (cancelled by its caller)
+            self.handed = result
+            self.reserved = False
+            self.idle = False
+            self._woken = True  # taken: no publish picks it any more, and leaving passes nothing on
+        if gone:
+            log.warning(
+                "a task was started for a poll whose caller went away before its answer; "
+                "it is started again after its timeout"
+            )
+        self._fire()
+
+    def release(self) -> None:
+        """The reserving transaction did not commit (or the task was not for it): it waits as before."""
+        with self._hub._lock:
+            self.reserved = False
+        self._fire()  # it may have gone past its deadline while reserved: let it look again
 
     def close(self) -> None:
         self._hub._remove(self)
@@ -167,13 +229,15 @@ class Hub:
 
     def _remove(self, w: Waiter) -> None:
         with self._lock:
+            w.offer = None
+            w.idle = False
             for key in w._keys:
                 bucket = self._waiters.get(key)
                 if bucket is not None and w in bucket:
                     bucket.remove(w)
                     if not bucket:
                         del self._waiters[key]
-        if w.fired:
+        if w._woken and w.handed is None:
             # It was woken for a task but is leaving (it got work elsewhere, or its caller went away):
             # pass the wake-up on so the task is not left waiting for a re-check.
             self.publish({key: 1 for key in w._keys if key.startswith(_TASK_QUEUE_PREFIX)}, relay=False)
@@ -193,16 +257,29 @@ class Hub:
                     self._empty.pop(key, None)
                     taken: dict[str, int] = defaultdict(int)
                     for w in bucket:
-                        if not w.fired and taken[w.group] < count:
+                        if not (w._woken or w.reserved) and taken[w.group] < count:
                             taken[w.group] += 1
+                            w._woken = True
                             woken.append(w)
                 else:
-                    woken.extend(bucket)
+                    for w in bucket:
+                        w._woken = True
+                        woken.append(w)
         for w in woken:
             w._fire()
         if relay:
             for listener in self._listeners:
                 listener(counts)
+
+    def reserve(self, key: str) -> Waiter | None:
+        """Take a poll waiting on the task queue of `key` that stands ready to be handed a task (`offer`) and
+        was not woken for another; nothing else wakes or reserves it until `hand` or `release`."""
+        with self._lock:
+            for w in self._waiters.get(key, ()):
+                if w.offer is not None and w.idle and not (w._woken or w.reserved or w.group):
+                    w.reserved = True
+                    return w
+        return None
 
     def subscribe(self, callback: Callable[[Mapping[str, int]], object]) -> None:
         """Also call `callback(counts)` on every publish (used by the in-process timer loop)."""

@@ -267,7 +267,14 @@ class Mutation:
         self.transfers.append(NewTransfer(kind, event_id, details))
 
     def drop_timers(self, kind: TimerKind, event_id: int, attempt: int | None = None) -> None:
+        """Timers of `kind` for `event_id` (and `attempt`) are not to fire: their rows are deleted, and those
+        this mutation made so far are not written (a task started in the mutation that scheduled it)."""
         self.dead_timers.append(DeadTimer(kind, event_id, attempt))
+        self.timers = [
+            t
+            for t in self.timers
+            if not (t.kind == kind and t.event_id == event_id and (attempt is None or t.attempt == attempt))
+        ]
 
     def drop_task(self, kind: TaskKind, scheduled_event_id: int) -> None:
         """Forget a task row this mutation was about to create (it is being handed out directly)."""

@@ -114,9 +114,15 @@ def claim_workflow_id(namespace_id: uuid.UUID, workflow_id: str, run_id: str, re
 
 def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
     """Create the row of a new run and persist its first mutation (inside the caller's transaction)."""
+    execution = new_execution(namespace_id, shard, m)
+    write_new(execution, m)
+    return execution
+
+
+def new_execution(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
+    """The row of a new run, not yet written (`write_new` writes it, with `m`)."""
     s = m.state
-    s.state_transitions += 1
-    execution = Execution(
+    return Execution(
         namespace_id=namespace_id,
         workflow_id=s.workflow_id,
         run_id=s.run_id,
@@ -126,9 +132,18 @@ def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
         status=s.status,
         start_time=s.start_time,
         execution_time=s.execution_time,
-        next_event_id=s.next_event_id,
-        state=encode_state(namespace_id, s),
     )
+
+
+def write_new(execution: Execution, m: Mutation) -> None:
+    """Write a `new_execution` row and persist its first mutation (inside the caller's transaction)."""
+    s = m.state
+    s.state_transitions += 1
+    execution.status = s.status
+    execution.next_event_id = s.next_event_id
+    execution.state = encode_state(execution.namespace_id, s)
+    namespace_id = execution.namespace_id
+    shard = execution.shard
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO engine_execution (namespace_id, workflow_id, run_id, shard, workflow_type, task_queue, "
@@ -156,7 +171,6 @@ def insert(namespace_id: uuid.UUID, shard: int, m: Mutation) -> Execution:
     keys = _wake_ups(execution, m)
     _, notified = _send(None, writes, keys)
     _persist_derived(execution, m, keys, notified=notified)
-    return execution
 
 
 FOLD_MOST_ROWS = 50

@@ -13,7 +13,7 @@ from temporalio.api.history.v1 import ActivityTaskScheduledEventAttributes
 from engine.errors import NotFound
 from engine.history import activity
 from engine.history.errors import StaleTask
-from engine.history.mutation import Mutation, TaskKind
+from engine.history.mutation import Mutation, NewTask, TaskKind
 from engine.history.state import ActivityInfo
 from engine.matching import queue
 from engine.models import Execution, Task
@@ -55,18 +55,12 @@ def started(execution: Execution, m: Mutation, info: ActivityInfo) -> StartedAct
     )
 
 
-def poll_once(
-    *,
-    namespace: Namespace,
-    task_queue: str,
-    identity: str,
-    request_id: str,
-    build_id: str = "",
-    version: task_routing.PollerVersion | None = None,
-) -> StartedActivityTask | queue.NotYet:
-    """Claim the queue's next activity task this poller may take (worker versioning: `version`)."""
+def starter(
+    *, identity: str, request_id: str, build_id: str = ""
+) -> Callable[[Execution, Mutation, Task | NewTask], StartedActivityTask]:
+    """How one poll starts the activity task it takes: from the queue, or handed over as it is made."""
 
-    def start(execution: Execution, m: Mutation, task: Task) -> StartedActivityTask:
+    def start(execution: Execution, m: Mutation, task: Task | NewTask) -> StartedActivityTask:
         info = activity.start(
             m,
             scheduled_event_id=task.scheduled_event_id,
@@ -79,6 +73,20 @@ def poll_once(
         )
         return started(execution, m, info)
 
+    return start
+
+
+def poll_once(
+    *,
+    namespace: Namespace,
+    task_queue: str,
+    identity: str,
+    request_id: str,
+    build_id: str = "",
+    version: task_routing.PollerVersion | None = None,
+) -> StartedActivityTask | queue.NotYet:
+    """Claim the queue's next activity task this poller may take (worker versioning: `version`)."""
+    start = starter(identity=identity, request_id=request_id, build_id=build_id)
     router = task_routing.router_for(namespace.id, version)
     return task_claims.claim(namespace.id, TaskKind.ACTIVITY, task_queue, start, router=router)
 

@@ -17,7 +17,7 @@ from temporalio.api.workflowservice.v1 import RespondWorkflowTaskCompletedReques
 from engine.errors import InvalidArgument, NotFound
 from engine.history import completion, updates, workflow_task
 from engine.history.errors import CommandFailure, StaleTask
-from engine.history.mutation import Mutation, TaskKind
+from engine.history.mutation import Mutation, NewTask, TaskKind
 from engine.history.state import WorkflowTaskInfo
 from engine.matching import queue
 from engine.models import Execution, Task
@@ -89,19 +89,16 @@ def started_task_for(execution: Execution, m: Mutation, wft: WorkflowTaskInfo) -
     return _started(execution, m, wft, sticky=False)
 
 
-def poll_once(
+def starter(
     *,
-    namespace: Namespace,
-    task_queue: str,
     identity: str,
     request_id: str,
     build_id: str = "",
-    version: task_routing.PollerVersion | None = None,
-) -> StartedWorkflowTask | workflow_queries.StartedQuery | queue.NotYet:
-    """Claim the queue's next task for this poller (`version`: the deployment version it serves, if any)."""
-    router = task_routing.router_for(namespace.id, version)
+    router: task_routing.Router | None = None,
+) -> Callable[[Execution, Mutation, Task | NewTask], StartedWorkflowTask]:
+    """How one poll starts the workflow task it takes: from the queue, or handed over as it is made."""
 
-    def start(execution: Execution, m: Mutation, task: Task) -> StartedWorkflowTask:
+    def start(execution: Execution, m: Mutation, task: Task | NewTask) -> StartedWorkflowTask:
         wft = workflow_task.start(
             m,
             scheduled_event_id=task.scheduled_event_id,
@@ -120,6 +117,22 @@ def poll_once(
             sticky=task.task_queue != m.state.task_queue,
             queries=query_rows.parked(execution),
         )
+
+    return start
+
+
+def poll_once(
+    *,
+    namespace: Namespace,
+    task_queue: str,
+    identity: str,
+    request_id: str,
+    build_id: str = "",
+    version: task_routing.PollerVersion | None = None,
+) -> StartedWorkflowTask | workflow_queries.StartedQuery | queue.NotYet:
+    """Claim the queue's next task for this poller (`version`: the deployment version it serves, if any)."""
+    router = task_routing.router_for(namespace.id, version)
+    start = starter(identity=identity, request_id=request_id, build_id=build_id, router=router)
 
     def start_query(task: Task) -> workflow_queries.StartedQuery:
         return workflow_queries.query_started(task, sticky=task.task_queue != task.execution.task_queue)

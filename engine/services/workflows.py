@@ -25,7 +25,7 @@ from engine.history.state import OPEN_STATUSES, ParentInfo
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
 from engine.persistence import visibility as visibility_store
-from engine.services import workflow_tasks
+from engine.services import task_handoff, workflow_tasks
 from engine.services.write_path import apply_locked, in_transaction, run_update
 from tenants.models import Namespace
 
@@ -215,7 +215,9 @@ def _start_txn(
             identity=request.identity,
         )
     shard = ids.shard_for(namespace.id, request.workflow_id, settings.PERDURA_SHARDS)
-    execution = store.insert(namespace.id, shard, m)
+    execution = store.new_execution(namespace.id, shard, m)
+    with task_handoff.handing_over(execution, m):  # its first task, to a poll waiting in this process
+        store.write_new(execution, m)
     if fresh:
         pass
     elif current is None:  # the id's current run was deleted since the claim found it

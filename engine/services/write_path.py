@@ -25,6 +25,7 @@ from engine.history.errors import RunClosed
 from engine.history.mutation import Mutation
 from engine.models import Execution
 from engine.persistence import leases, store
+from engine.services import task_handoff
 from tenants import selectors
 
 T = TypeVar("T")
@@ -64,7 +65,7 @@ def in_transaction(
         last = attempt == attempts - 1
         started = time.perf_counter()
         try:
-            with transaction.atomic():
+            with task_handoff.transaction_scope(), transaction.atomic():
                 if shard is not None and not body_fences:
                     assert range_id is not None
                     leases.check(shard, range_id)
@@ -108,7 +109,8 @@ def apply_locked(
     jitter, park = _retry_defaults(state.namespace)
     m = Mutation(state, now or clock.now(), ids.SYSTEM, retry_jitter=jitter, park_on_exhausted=park)
     result = apply(execution, m)
-    store.persist(execution, m, claimed_task=claimed_task)
+    with task_handoff.handing_over(execution, m):
+        store.persist(execution, m, claimed_task=claimed_task)
     return result
 
 

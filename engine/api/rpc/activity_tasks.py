@@ -46,6 +46,13 @@ async def poll_activity_task_queue(
             version=version,
         ),
         group=deployments.waiter_group(version),
+        offer=activity_tasks.starter(
+            identity=request.identity,
+            request_id=request_id,
+            build_id=request.worker_version_capabilities.build_id,
+        )
+        if version is None
+        else None,
     )
     if started is None:
         return rr.PollActivityTaskQueueResponse()

@@ -35,10 +35,14 @@ async def long_poll(
     task_queue: str,
     poll_once: Callable[[], Any],
     group: str = "",
+    offer: Callable[..., Any] | None = None,
 ) -> Any:
     """Claim a task now or when one arrives, until about a minute passes (then None: an empty answer).
 
-    `group`: the worker deployment version the poller serves ("" unversioned; see notify.Hub.waiter)."""
+    `group`: the worker deployment version the poller serves ("" unversioned; see notify.Hub.waiter).
+    `offer`: how to start a task for this poll in the transaction that makes it, while it waits
+    (engine/services/task_handoff.py); used only for a poller of no version in a namespace without
+    deployments."""
     loop = asyncio.get_running_loop()
     until = deadline(context, LONG_POLL_SECONDS)
     label = metrics.namespace_label(namespace.name)
@@ -62,7 +66,14 @@ async def long_poll(
                 if waiting is None:
                     waiting = metrics.long_polls_waiting.labels(label, kind_label)
                     waiting.inc()
+                if offer is not None and not group and task_routing.unversioned_known(namespace.id):
+                    waiter.offer = offer
+                    waiter.begin_idle()
                 await waiter.wait(min(remaining, wait))
+                await waiter.settle()
+                if waiter.handed is not None:
+                    metrics.tasks_matched.labels(label, kind_label, "handoff").inc()
+                    return waiter.handed
                 waiter.rearm()
         finally:
             if waiting is not None:

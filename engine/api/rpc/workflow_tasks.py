@@ -42,6 +42,13 @@ async def poll_workflow_task_queue(
             version=version,
         ),
         group=deployments.waiter_group(version),
+        offer=workflow_tasks.starter(
+            identity=request.identity,
+            request_id=request_id,
+            build_id=request.worker_version_capabilities.build_id,
+        )
+        if version is None
+        else None,
     )
     if started is None:
         return rr.PollWorkflowTaskQueueResponse()
