@@ -25,6 +25,13 @@ from tenants.services.namespaces import namespace_register
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(autouse=True)
+def _database_calls_on_the_loop(monkeypatch):
+    """As in `perdura dev`: a database thread would keep a connection to the test database past the test."""
+    monkeypatch.setattr(dbthreads, "_inline", True)
+    monkeypatch.setattr(dbthreads, "_pool", None)
+
+
 class _Deadline:
     """The one thing a long poll asks of its gRPC context: how long its caller still waits."""
 
