@@ -20,7 +20,11 @@ Usage::
 
     python bench/rate_limit_isolation.py [--mode dev|production] [--limit 50] [--flood-rps 500]
         [--flood-procs 2] [--rate 20] [--seconds 10] [--control] [--elsewhere] [--no-namespace-header]
-        [--json out.json]
+        [--rounds 1] [--json out.json]
+
+`--rounds N` measures the flood phases N times, alternating their order (ABBA), and reports each phase
+over all rounds, and with `--elsewhere` the flooded/elsewhere ratio of each round and their median: one
+20 s phase on a 2-core machine moved that ratio by 2x between runs.
 
 `--flood-rps 0` floods as fast as the flood processes can send (each keeps 16 calls in flight).
 """
@@ -32,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import multiprocessing
+import statistics
 import sys
 import tempfile
 import time
@@ -200,10 +205,37 @@ async def run(args: argparse.Namespace, running: servers.Running, elsewhere: ser
         elsewhere.cli("namespace", "create", flooded)
         elsewhere.cli("namespace", "update", flooded, "--actions-rps", f"{args.limit:g}")
         flood_rates["flood_elsewhere"] = (elsewhere, args.flood_rps)
-    for phase, (target, flood_rps) in flood_rates.items():
-        latencies, errors, totals = await measure_during_flood(
-            args, running, flooded, measured, flood_rps, target.address
-        )
+    # Rounds alternate the order of the phases (ABBA...), so a machine that slows down or speeds up over the
+    # run weighs on each phase alike; each phase pools its rounds' latencies.
+    pooled: dict[str, tuple[list[float], int, list[dict]]] = {p: ([], 0, []) for p in flood_rates}
+    ratios: list[dict[str, float]] = []
+    for round_index in range(args.rounds):
+        order = list(flood_rates.items())
+        if round_index % 2:
+            order.reverse()
+        this_round: dict[str, list[float]] = {}
+        for phase, (target, flood_rps) in order:
+            latencies, errors, totals = await measure_during_flood(
+                args, running, flooded, measured, flood_rps, target.address
+            )
+            this_round[phase] = latencies
+            so_far, errors_so_far, all_totals = pooled[phase]
+            pooled[phase] = (so_far + latencies, errors_so_far + errors, [*all_totals, totals])
+        if "flood_elsewhere" in this_round:
+            here, there = summary(this_round["flooded"]), summary(this_round["flood_elsewhere"])
+            ratios.append(
+                {
+                    "p50_ratio": round(here["p50"] / there["p50"], 3),
+                    "p99_ratio": round(here["p99"] / there["p99"], 3),
+                }
+            )
+    for phase, (latencies, errors, all_totals) in pooled.items():
+        totals = {
+            key: sum(t[key] for t in all_totals) / len(all_totals)
+            for key in ("offered_per_s", "admitted_per_s")
+        }
+        totals.update({key: sum(t[key] for t in all_totals) for key in ("sent", "ok", "refused", "other")})
+        totals.update(target_per_s=all_totals[0]["target_per_s"], processes=all_totals[0]["processes"])
         phases[phase] = (summary(latencies), errors, totals)
 
     base = phases["baseline"][0]
@@ -226,6 +258,9 @@ async def run(args: argparse.Namespace, running: servers.Running, elsewhere: ser
         result["flooded_vs_elsewhere"] = {
             "p50_ratio": round(here["p50"] / there["p50"], 3),
             "p99_ratio": round(here["p99"] / there["p99"], 3),
+            "rounds": ratios,
+            "median_round_p50_ratio": statistics.median(r["p50_ratio"] for r in ratios),
+            "median_round_p99_ratio": statistics.median(r["p99_ratio"] for r in ratios),
         }
     return result
 
@@ -299,6 +334,12 @@ def main() -> int:
         default=[],
         metavar="KEY=VALUE",
         help="more environment for the measured server (repeatable), e.g. PERDURA_LIVE=off to compare",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure the flood phases this many times, alternating their order (pooled, and per round)",
     )
     parser.add_argument("--json", help="write the result here too")
     args = parser.parse_args()

@@ -37,6 +37,14 @@ def _traces(**_: object) -> None:
     tracing.configure("perdura-worker")
 
 
+@signals.worker_process_init.connect
+def _freeze_startup_objects(**_: object) -> None:
+    """Full collections skip what the pool process started with (perdura/heap.py)."""
+    from perdura import heap
+
+    heap.freeze_startup_objects()
+
+
 from django.conf import settings  # noqa: E402 - once DJANGO_SETTINGS_MODULE is set
 
 app = Celery("perdura")

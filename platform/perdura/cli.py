@@ -101,7 +101,7 @@ def _cmd_api(args: argparse.Namespace) -> None:
     metrics_server.start(metrics_http)
     from engine.api import server as api_server
     from engine.api.listener import start_listener
-    from perdura import logs, shutdown
+    from perdura import heap, logs, shutdown
 
     async def main() -> None:
         server = api_server.build(
@@ -109,6 +109,7 @@ def _cmd_api(args: argparse.Namespace) -> None:
         )
         await server.start()
         start_listener()
+        heap.freeze_startup_objects()
         stop = asyncio.Event()
 
         def request_stop() -> None:

@@ -100,7 +100,7 @@ async def serve(*, host: str, port: int, ui_port: int, metrics_port: int = 0) ->
     from engine.api import server as api_server
     from engine.shards import budget, scrape
     from engine.shards.loop import dev_owner_name, run_timer_loop
-    from perdura import logs, metrics_server, shutdown, tracing
+    from perdura import heap, logs, metrics_server, shutdown, tracing
 
     tracing.configure("perdura-dev")  # before the gRPC server is built, which installs its interceptor then
     stop = asyncio.Event()
@@ -122,6 +122,7 @@ async def serve(*, host: str, port: int, ui_port: int, metrics_port: int = 0) ->
     await grpc_server.start()
     metrics_http = metrics_server.serve(host, metrics_port, extra=[scrape.EngineState()])
     web = _serve_web(host, ui_port) if ui_port else None
+    heap.freeze_startup_objects()
     timers = asyncio.ensure_future(run_timer_loop(stop, owner=dev_owner_name(), purge=True))
     logs.announce(
         log, f"Perdura dev server: gRPC on {host}:{port}, web on http://{host}:{ui_port}, namespace 'default'"

@@ -29,13 +29,14 @@ def run() -> None:
     from engine.api.listener import start_listener
     from engine.shards import budget, ownership
     from engine.shards.loop import WORKER_EARLY_SECONDS, run_timer_loop, worker_owner_name
-    from perdura import shutdown
+    from perdura import heap, shutdown
 
     loops = max(settings.PERDURA_SHARD_LOOPS, 1)
 
     async def main() -> None:
         dbthreads.configure(loops)  # each loop runs one turn at a time
         start_listener(notify.SHARD_CHANNEL)
+        heap.freeze_startup_objects()
         stop = asyncio.Event()
 
         def request_stop() -> None:
