@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,9 +27,6 @@ from engine.history.errors import StaleTask
 from engine.history.mutation import Mutation, TaskKind
 from engine.models import Execution
 from engine.services import task_routing
-
-log = logging.getLogger("perdura.api")
-
 
 _KINDS = (TaskKind.WORKFLOW, TaskKind.ACTIVITY)
 _taken: contextvars.ContextVar[list[tuple[notify.Waiter, Any]] | None] = contextvars.ContextVar(

@@ -50,9 +50,7 @@ async def poll_activity_task_queue(
             identity=request.identity,
             request_id=request_id,
             build_id=request.worker_version_capabilities.build_id,
-        )
-        if version is None
-        else None,
+        ),
     )
     if started is None:
         return rr.PollActivityTaskQueueResponse()

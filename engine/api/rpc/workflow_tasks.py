@@ -46,9 +46,7 @@ async def poll_workflow_task_queue(
             identity=request.identity,
             request_id=request_id,
             build_id=request.worker_version_capabilities.build_id,
-        )
-        if version is None
-        else None,
+        ),
     )
     if started is None:
         return rr.PollWorkflowTaskQueueResponse()
