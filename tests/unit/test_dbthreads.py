@@ -52,11 +52,19 @@ async def test_a_thread_is_started_only_when_none_is_idle(monkeypatch):
     await asyncio.gather(*waiting)
 
 
+def _inline_without_a_database(monkeypatch) -> None:
+    """`configure(0)`, with the health check of old connections off: these tests use no database, and a
+    connection an earlier test on this worker left open would send the check to it, which pytest-django
+    refuses outside a django_db test."""
+    monkeypatch.setattr(dbthreads, "_pool", None)
+    monkeypatch.setattr(dbthreads, "_inline", True)
+    monkeypatch.setattr(dbthreads, "close_old_connections", lambda: None)
+
+
 async def test_without_threads_the_work_runs_on_the_callers_thread_in_a_copy_of_its_context(monkeypatch):
     """`perdura dev` (configure(0)): no hand-over, but a call stays a point where other tasks run, and
     what it sets in its context stays there, as on a thread."""
-    monkeypatch.setattr(dbthreads, "_pool", None)
-    monkeypatch.setattr(dbthreads, "_inline", True)
+    _inline_without_a_database(monkeypatch)
     seen = contextvars.ContextVar("seen", default="unset")
     seen.set("caller")
 
@@ -82,8 +90,7 @@ async def test_without_threads_the_calls_of_every_task_share_the_threads_databas
     so the loop's thread has one connection, as a database thread has, and Django lets them through."""
     from django.db import connections
 
-    monkeypatch.setattr(dbthreads, "_pool", None)
-    monkeypatch.setattr(dbthreads, "_inline", True)
+    _inline_without_a_database(monkeypatch)
     loop = asyncio.get_running_loop()
 
     def work() -> tuple[object, object]:
