@@ -18,7 +18,7 @@ import functools
 import itertools
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from django.db import close_old_connections
@@ -106,7 +106,6 @@ def _call_on_loop_thread(fn: Callable[..., T], args: tuple[Any, ...], kwargs: di
 
 
 async def _run(priority: int, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
-    global _pool
     # In a copy of the caller's context (as asyncio.to_thread does), so context variables such as the
     # audit log's actor reach it.
     context = contextvars.copy_context()
@@ -115,10 +114,20 @@ async def _run(priority: int, fn: Callable[..., T], args: tuple[Any, ...], kwarg
         # the event loop to itself.
         await asyncio.sleep(0)
         return context.run(_call_on_loop_thread, fn, args, kwargs)
+    return await asyncio.wrap_future(_submit(priority, context, fn, args, kwargs))
+
+
+def _submit(
+    priority: int,
+    context: contextvars.Context,
+    fn: Callable[..., T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> concurrent.futures.Future[T]:
+    global _pool
     if _pool is None:
         _pool = _Pool(16)
-    future = _pool.submit(priority, functools.partial(context.run, _call, fn, args, kwargs))
-    return await asyncio.wrap_future(future)
+    return _pool.submit(priority, functools.partial(context.run, _call, fn, args, kwargs))
 
 
 async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -129,3 +138,56 @@ async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 async def run_urgent(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run `fn` on a database thread ahead of the NORMAL work waiting for one, and await its result."""
     return await _run(URGENT, fn, args, kwargs)
+
+
+class _Turn:
+    """The calls of one key: the one whose work exists holds `lock`, the others wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
+_turns: dict[Hashable, _Turn] = {}
+
+
+async def run_in_turn(key: Hashable, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`run`, one call of `key` at a time, in order of arrival.
+
+    A run's writes each lock its row: sent at once, every one of them but the first would hold a database
+    thread only to wait for that lock, and a tenant aiming its calls at one run would take every thread of
+    the process from the others. Here they wait on the event loop, so a run holds at most one thread (as
+    Temporal's history service holds a lock per workflow). A call whose caller goes away keeps the turn
+    until its work is dropped or done: else a caller with short deadlines could again put every thread
+    to waiting on the row."""
+    if _inline:  # one call at a time already
+        return await _run(NORMAL, fn, args, kwargs)
+    turn = _turns.get(key)
+    if turn is None:
+        turn = _turns[key] = _Turn()
+    turn.users += 1
+    try:
+        await turn.lock.acquire()
+    except BaseException:
+        _leave(key, turn, locked=False)
+        raise
+    loop = asyncio.get_running_loop()
+    try:
+        work = _submit(NORMAL, contextvars.copy_context(), fn, args, kwargs)
+    except BaseException:
+        _leave(key, turn, locked=True)
+        raise
+    # Cancelling the awaiting caller cancels `work` if no thread has taken it yet; either way its end,
+    # on whichever thread, gives the turn to the next call.
+    work.add_done_callback(lambda _: loop.call_soon_threadsafe(_leave, key, turn, True))
+    return await asyncio.wrap_future(work)
+
+
+def _leave(key: Hashable, turn: _Turn, locked: bool) -> None:
+    if locked:
+        turn.lock.release()
+    turn.users -= 1
+    if not turn.users:
+        del _turns[key]

@@ -116,3 +116,72 @@ def test_configure_zero_means_no_threads(monkeypatch):
     dbthreads.configure(2)
     assert not dbthreads._inline
     assert dbthreads._pool is not None
+
+
+async def test_calls_of_one_key_take_turns_on_one_thread_while_other_keys_go_on(monkeypatch):
+    """A run's writes wait for each other on the event loop, not each on a database thread for its row."""
+    pool = dbthreads._Pool(4)
+    monkeypatch.setattr(dbthreads, "_pool", pool)
+    release = threading.Event()
+    running: list[str] = []
+    most = 0
+    lock = threading.Lock()
+
+    def write(name: str) -> str:
+        nonlocal most
+        with lock:
+            running.append(name)
+            most = max(most, sum(1 for r in running if r.startswith("hot")))
+        release.wait(5)
+        with lock:
+            running.remove(name)
+        return name
+
+    hot = [asyncio.ensure_future(dbthreads.run_in_turn(("ns", "hot"), write, f"hot-{i}")) for i in range(5)]
+    await asyncio.sleep(0.05)
+    assert pool._threads == 1, "calls waiting for their turn took threads"
+    release_other = asyncio.ensure_future(dbthreads.run_in_turn(("ns", "other"), sum, [1, 2]))
+    assert await asyncio.wait_for(release_other, 2) == 3, "another key waited for the hot one"
+    release.set()
+    assert await asyncio.gather(*hot) == [f"hot-{i}" for i in range(5)]
+    assert most == 1
+    assert dbthreads._turns == {}
+
+
+async def test_a_caller_that_goes_away_keeps_the_turn_until_its_work_ends(monkeypatch):
+    """Else callers with short deadlines could put every thread to waiting on one row again."""
+    monkeypatch.setattr(dbthreads, "_pool", dbthreads._Pool(4))
+    release = threading.Event()
+    started: list[str] = []
+
+    def write(name: str) -> None:
+        started.append(name)
+        release.wait(5)
+
+    first = asyncio.ensure_future(dbthreads.run_in_turn("run", write, "first"))
+    await asyncio.sleep(0.05)
+    second = asyncio.ensure_future(dbthreads.run_in_turn("run", write, "second"))
+    await asyncio.sleep(0.01)
+    first.cancel()
+    await asyncio.sleep(0.1)
+    assert started == ["first"], "the next call started while the cancelled one's work still ran"
+    release.set()
+    await asyncio.wait_for(second, 2)
+    assert started == ["first", "second"]
+    assert dbthreads._turns == {}
+
+
+async def test_work_whose_caller_left_before_a_thread_took_it_is_dropped_and_passes_the_turn(monkeypatch):
+    monkeypatch.setattr(dbthreads, "_pool", dbthreads._Pool(1))
+    release = threading.Event()
+    done: list[str] = []
+    busy = asyncio.ensure_future(dbthreads.run(release.wait, 5))  # the one thread
+    await asyncio.sleep(0.05)
+    left = asyncio.ensure_future(dbthreads.run_in_turn("run", done.append, "left"))
+    stays = asyncio.ensure_future(dbthreads.run_in_turn("run", done.append, "stays"))
+    await asyncio.sleep(0.01)
+    left.cancel()
+    release.set()
+    await asyncio.wait_for(asyncio.gather(busy, stays), 2)
+    assert done == ["stays"]
+    assert dbthreads._turns == {}

@@ -77,7 +77,8 @@ def _jitter(request: Any) -> float:
 
 
 async def _pause(a: _Activities, request: Any, request_id: str) -> None:
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (a.namespace.id, a.workflow_id),
         activity_control.activity_pause,
         namespace=a.namespace,
         workflow_id=a.workflow_id,
@@ -90,7 +91,8 @@ async def _pause(a: _Activities, request: Any, request_id: str) -> None:
 
 
 async def _unpause(a: _Activities, request: Any) -> None:
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (a.namespace.id, a.workflow_id),
         activity_control.activity_unpause,
         namespace=a.namespace,
         workflow_id=a.workflow_id,
@@ -103,7 +105,8 @@ async def _unpause(a: _Activities, request: Any) -> None:
 
 
 async def _reset(a: _Activities, request: Any) -> None:
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (a.namespace.id, a.workflow_id),
         activity_control.activity_reset,
         namespace=a.namespace,
         workflow_id=a.workflow_id,
@@ -119,7 +122,8 @@ async def _reset(a: _Activities, request: Any) -> None:
 async def _update_options(a: _Activities, request: Any) -> Any:
     if request.HasField("activity_options"):
         validation.priority(request.activity_options.priority)
-    return await dbthreads.run(
+    return await dbthreads.run_in_turn(
+        (a.namespace.id, a.workflow_id),
         activity_control.activity_update_options,
         namespace=a.namespace,
         workflow_id=a.workflow_id,

@@ -89,7 +89,8 @@ async def _by_id(request: Any) -> tuple[Namespace, tokens.TaskToken]:
 async def _heartbeat(namespace: Namespace, token: tokens.TaskToken, request: Any) -> HeartbeatAnswer:
     if request.HasField("details"):
         validation.blob_size(request.details, "heartbeat details")
-    return await dbthreads.run(
+    return await dbthreads.run_in_turn(
+        (namespace.id, token.workflow_id),
         activity_tasks.activity_heartbeat,
         namespace=namespace,
         token=token,
@@ -121,7 +122,8 @@ async def record_activity_task_heartbeat_by_id(
 async def _completed(namespace: Namespace, token: tokens.TaskToken, request: Any) -> None:
     if request.HasField("result"):
         validation.blob_size(request.result, "result")
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, token.workflow_id),
         activity_tasks.activity_complete,
         namespace=namespace,
         token=token,
@@ -134,7 +136,8 @@ async def _failed(namespace: Namespace, token: tokens.TaskToken, request: Any) -
     if not request.HasField("failure"):
         raise InvalidArgument("Failure is not set on request.")
     validation.blob_size(request.failure, "failure")
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, token.workflow_id),
         activity_tasks.activity_fail,
         namespace=namespace,
         token=token,
@@ -147,7 +150,8 @@ async def _failed(namespace: Namespace, token: tokens.TaskToken, request: Any) -
 
 
 async def _canceled(namespace: Namespace, token: tokens.TaskToken, request: Any) -> None:
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, token.workflow_id),
         activity_tasks.activity_canceled,
         namespace=namespace,
         token=token,

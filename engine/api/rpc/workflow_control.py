@@ -19,7 +19,8 @@ async def request_cancel_workflow_execution(
     namespace = await resolve.namespace(request.namespace)
     validation.require_id(request.workflow_execution.workflow_id, "WorkflowId")
     validation.run_id(request.workflow_execution.run_id)
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, request.workflow_execution.workflow_id),
         workflows.workflow_request_cancel,
         namespace=namespace,
         workflow_id=request.workflow_execution.workflow_id,
@@ -39,7 +40,8 @@ async def terminate_workflow_execution(
     validation.run_id(request.workflow_execution.run_id)
     if request.HasField("details"):
         validation.blob_size(request.details, "details")
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, request.workflow_execution.workflow_id),
         workflows.workflow_terminate,
         namespace=namespace,
         workflow_id=request.workflow_execution.workflow_id,
@@ -64,7 +66,12 @@ async def reset_workflow_execution(
     validation.run_id(request.workflow_execution.run_id)
     if request.reset_reapply_type not in ResetReapplyType.values():
         raise InvalidArgument(f"unknown reset reapply type: {request.reset_reapply_type}")
-    run_id = await dbthreads.run(reset.workflow_reset, namespace=namespace, request=request)
+    run_id = await dbthreads.run_in_turn(
+        (namespace.id, request.workflow_execution.workflow_id),
+        reset.workflow_reset,
+        namespace=namespace,
+        request=request,
+    )
     return rr.ResetWorkflowExecutionResponse(run_id=run_id)
 
 
@@ -74,7 +81,8 @@ async def delete_workflow_execution(
     namespace = await resolve.namespace(request.namespace)
     validation.require_id(request.workflow_execution.workflow_id, "WorkflowId")
     validation.run_id(request.workflow_execution.run_id)
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, request.workflow_execution.workflow_id),
         workflows.workflow_delete,
         namespace=namespace,
         workflow_id=request.workflow_execution.workflow_id,
@@ -101,7 +109,8 @@ async def pause_workflow_execution(
 ) -> rr.PauseWorkflowExecutionResponse:
     namespace = await resolve.namespace(request.namespace)
     _pause_fields(request)
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, request.workflow_id),
         run_pause.workflow_pause,
         namespace=namespace,
         workflow_id=request.workflow_id,
@@ -118,7 +127,8 @@ async def unpause_workflow_execution(
 ) -> rr.UnpauseWorkflowExecutionResponse:
     namespace = await resolve.namespace(request.namespace)
     _pause_fields(request)
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, request.workflow_id),
         run_pause.workflow_unpause,
         namespace=namespace,
         workflow_id=request.workflow_id,
@@ -151,7 +161,8 @@ async def update_workflow_execution_options(
     validation.priority(options.priority)
     if options.HasField("versioning_override") and not options.versioning_override.ByteSize():
         raise InvalidArgument("override behavior is required")
-    merged = await dbthreads.run(
+    merged = await dbthreads.run_in_turn(
+        (namespace.id, request.workflow_execution.workflow_id),
         run_pause.workflow_update_options,
         namespace=namespace,
         workflow_id=request.workflow_execution.workflow_id,

@@ -40,7 +40,8 @@ async def signal_workflow_execution(
     validation.signal_name(request.signal_name)
     if request.HasField("input"):
         validation.blob_size(request.input, "signal input")
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, request.workflow_execution.workflow_id),
         workflows.workflow_signal,
         namespace=namespace,
         workflow_id=request.workflow_execution.workflow_id,
@@ -70,7 +71,8 @@ async def query_workflow(
     deadline = waits.deadline(context, QUERY_WAIT_SECONDS)
     # Held for a workflow task in flight (answered with it, so it sees what that task produces), or
     # sent to a worker as a query task at once.
-    submitted = await dbthreads.run(
+    submitted = await dbthreads.run_in_turn(
+        (namespace.id, request.execution.workflow_id),
         queries.query_submit,
         namespace=namespace,
         workflow_id=request.execution.workflow_id,
@@ -175,7 +177,8 @@ async def update_workflow_execution(
 ) -> rr.UpdateWorkflowExecutionResponse:
     namespace = await resolve.namespace(request.namespace)
     validate_update(request)
-    status = await dbthreads.run(
+    status = await dbthreads.run_in_turn(
+        (namespace.id, request.workflow_execution.workflow_id),
         update_services.update_admit,
         namespace=namespace,
         workflow_id=request.workflow_execution.workflow_id,

@@ -22,7 +22,9 @@ async def start_workflow_execution(
     workflows.require_accepting_starts(namespace=namespace)
     validation.start_request(request)
     await check_search_attributes(namespace, request.search_attributes)
-    result = await dbthreads.run(workflows.workflow_start, namespace=namespace, request=request)
+    result = await dbthreads.run_in_turn(
+        (namespace.id, request.workflow_id), workflows.workflow_start, namespace=namespace, request=request
+    )
     response = rr.StartWorkflowExecutionResponse(run_id=result.run_id, started=result.started)
     if result.eager_workflow_task is not None:
         waits.matched_eagerly(namespace, TaskKind.WORKFLOW)
@@ -45,7 +47,8 @@ async def signal_with_start_workflow_execution(
     validation.signal_name(request.signal_name, with_start=True)
     if request.HasField("signal_input"):
         validation.blob_size(request.signal_input, "signal input")
-    result = await dbthreads.run(
+    result = await dbthreads.run_in_turn(
+        (namespace.id, start.workflow_id),
         with_start.workflow_signal_with_start,
         namespace=namespace,
         start=start,
@@ -89,8 +92,12 @@ async def execute_multi_operation(
     except EngineError as e:
         raise convert.multi_operation_error(e, failed=0) from None
     try:
-        outcome = await dbthreads.run(
-            with_start.workflow_update_with_start, namespace=namespace, start=start, update=update.request
+        outcome = await dbthreads.run_in_turn(
+            (namespace.id, start.workflow_id),
+            with_start.workflow_update_with_start,
+            namespace=namespace,
+            start=start,
+            update=update.request,
         )
     except with_start.OperationFailed as e:
         raise convert.multi_operation_error(e.error, failed=e.index) from None

@@ -86,8 +86,12 @@ async def respond_workflow_task_completed(
     validation.command_sequence(request.commands)
     for command in request.commands:
         validation.command_payloads(command)
-    result = await dbthreads.run(
-        workflow_tasks.workflow_task_complete, namespace=namespace, token=token, request=request
+    result = await dbthreads.run_in_turn(
+        (namespace.id, token.workflow_id),
+        workflow_tasks.workflow_task_complete,
+        namespace=namespace,
+        token=token,
+        request=request,
     )
     response = rr.RespondWorkflowTaskCompletedResponse(
         activity_tasks=[convert.activity_task_response(namespace, a) for a in result.activities],
@@ -105,7 +109,8 @@ async def respond_workflow_task_failed(
 ) -> rr.RespondWorkflowTaskFailedResponse:
     namespace = await resolve.namespace(request.namespace)
     token = resolve.task_token(namespace, request.task_token)
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, token.workflow_id),
         workflow_tasks.workflow_task_fail,
         namespace=namespace,
         token=token,
@@ -123,7 +128,8 @@ async def reset_sticky_task_queue(
     namespace = await resolve.namespace(request.namespace)
     validation.require_id(request.execution.workflow_id, "WorkflowId")
     validation.run_id(request.execution.run_id)
-    await dbthreads.run(
+    await dbthreads.run_in_turn(
+        (namespace.id, request.execution.workflow_id),
         workflow_tasks.sticky_reset,
         namespace=namespace,
         workflow_id=request.execution.workflow_id,
