@@ -7,7 +7,8 @@ Who is acting comes from the transport, which binds an `AuditContext` for the du
 (`acting`): the REST views (a person or an API key, with the client address), the gRPC interceptor (a
 key or the loopback operator, with the peer address) and the operator CLI. Control-plane services call
 `record_change` inside their own transaction, so a change and its entry commit or roll back together;
-the gRPC interceptor records run operations after the call with its status code (engine/api/audit.py).
+the gRPC interceptor records run operations after the call with its status code (engine/api/audit.py),
+but for the hot ones, whose entry commits with their change when they succeed (`PendingEntry`).
 
 Entries never hold payloads (workflow inputs, signal arguments, results, memos) or secrets (API keys,
 their hashes, passwords, tokens, data keys): keys are named by `pdk_<prefix>` and their name, people by
@@ -24,7 +25,7 @@ import contextlib
 import contextvars
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -114,6 +115,38 @@ def acting_as_user(user: Any) -> contextlib.AbstractContextManager[AuditContext]
 def current() -> AuditContext:
     """The bound context, or the system's (internal calls such as `perdura migrate`)."""
     return _context.get() or SYSTEM_CONTEXT
+
+
+@dataclass(slots=True)
+class PendingEntry:
+    """The entry of a call in progress, to be written by the first transaction of the call that commits
+    (`write_path.in_transaction`), so a run's change and its entry commit together, in one commit where
+    they took two. If no transaction of the call commits, the transport writes it after the call."""
+
+    write: Callable[[], object]
+    """Insert the entry, in the current transaction."""
+    written: bool = False
+    """A transaction that wrote it has committed."""
+
+
+_pending: contextvars.ContextVar[PendingEntry | None] = contextvars.ContextVar(
+    "perdura_audit_pending", default=None
+)
+
+
+def expect(entry: PendingEntry) -> contextvars.Token:
+    """Make `entry` the current call's, until `unexpect(token)`."""
+    return _pending.set(entry)
+
+
+def unexpect(token: contextvars.Token) -> None:
+    _pending.reset(token)
+
+
+def pending() -> PendingEntry | None:
+    """The current call's entry while no transaction has committed it."""
+    entry = _pending.get()
+    return entry if entry is not None and not entry.written else None
 
 
 def record(

@@ -257,12 +257,22 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             bound = audit.bind(who)
             code = grpc.StatusCode.UNKNOWN
             recorded = False
+            entry = expected = None
+            if method in audit_calls.WRITTEN_WITH_THE_CHANGE:
+                entry = audit.PendingEntry(
+                    lambda: audit_calls.write_ok(method, who, principal, request)  # noqa: B023
+                )
+                expected = audit.expect(entry)
 
             async def record(ended: grpc.StatusCode) -> None:
-                # CHANGE methods were recorded by their service when they succeeded; a refusal by the
-                # rate limiter changed nothing and would turn a flood into as many inserts.
+                # CHANGE methods were recorded by their service when they succeeded, and the hot run
+                # operations with their change if it committed (an outcome after that, such as a caller
+                # who went away, does not undo it); a refusal by the rate limiter changed nothing and
+                # would turn a flood into as many inserts.
                 nonlocal recorded
                 if recorded or ended is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    return
+                if entry is not None and entry.written:
                     return
                 recorded = True
                 if audit_mode is methods.Audit.CALL or ended is not grpc.StatusCode.OK:
@@ -279,6 +289,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 raise
             finally:
                 errors.before_failure.reset(hooked)
+                if expected is not None:
+                    audit.unexpect(expected)
                 audit.unbind(bound)
                 _current.reset(token)
                 await record(code)

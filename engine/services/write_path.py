@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
-from django.db import OperationalError, transaction
+from django.db import OperationalError, connection, transaction
 from perdura import clock, metrics
 
 from engine import ids
@@ -26,7 +26,7 @@ from engine.history.mutation import Mutation
 from engine.models import Execution
 from engine.persistence import leases, store
 from engine.services import task_handoff
-from tenants import selectors
+from tenants import audit, selectors
 
 T = TypeVar("T")
 _ATTEMPTS = 5
@@ -61,6 +61,8 @@ def in_transaction(
         leases.LeaseLost: the shard's lease moved on; nothing was written.
     """
     duration = _FENCED if shard is not None else _UNFENCED
+    # An audited call's entry goes in the call's first outermost transaction (audit.PendingEntry).
+    entry = None if connection.in_atomic_block else audit.pending()
     for attempt in range(attempts):
         last = attempt == attempts - 1
         started = time.perf_counter()
@@ -69,7 +71,12 @@ def in_transaction(
                 if shard is not None and not body_fences:
                     assert range_id is not None
                     leases.check(shard, range_id)
-                return body()
+                result = body()
+                if entry is not None:
+                    entry.write()
+            if entry is not None:
+                entry.written = True
+            return result
         except OperationalError as e:
             if last or not retryable(e):
                 raise
