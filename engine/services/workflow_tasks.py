@@ -53,6 +53,9 @@ class StartedWorkflowTask:
     """Protocol messages (update requests) delivered with the task."""
     queries: dict[str, WorkflowQuery] = field(default_factory=dict)
     """Queries parked on the run, by id: the worker answers them in this task's completion."""
+    events: list[HistoryEvent] | None = None
+    """The history from `first_event_id` when the change that started the task made all of it (a run's
+    first task handed over or started eagerly): then nothing is read after the commit."""
 
 
 def _started(
@@ -66,6 +69,7 @@ def _started(
     state = m.state
     assert wft.started_time is not None
     previous = state.last_completed_wft_started_event_id
+    first_event_id = previous + 1 if sticky and previous else 1
     return StartedWorkflowTask(
         execution=execution,
         workflow_type=state.workflow_type,
@@ -78,10 +82,19 @@ def _started(
         started_time=wft.started_time,
         last_stored_event_id=state.next_event_id - 1,
         transient_events=workflow_task.transient_events(state),
-        first_event_id=previous + 1 if sticky and previous else 1,
+        first_event_id=first_event_id,
         messages=updates.messages(state, wft.started_event_id),
         queries=queries or {},
+        events=_made_here(m, first_event_id),
     )
+
+
+def _made_here(m: Mutation, first_event_id: int) -> list[HistoryEvent] | None:
+    """The history from `first_event_id` if `m` made all of it (its events are those it writes, with the
+    ids they get, and their payloads as the worker is sent them), else None."""
+    if not m.events or m.events[0].event_id > first_event_id:
+        return None
+    return [e for e in m.events if e.event_id >= first_event_id]
 
 
 def started_task_for(execution: Execution, m: Mutation, wft: WorkflowTaskInfo) -> StartedWorkflowTask:

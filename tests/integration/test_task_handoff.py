@@ -112,6 +112,8 @@ def test_a_start_while_a_poll_waits_hands_it_the_first_task_without_a_row():
         EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
         EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
     ]
+    # The start made the task's whole history: the poll answers with it, nothing read after the commit.
+    assert started.events == list(store.history_events(started.execution))
 
 
 def test_a_transaction_that_does_not_commit_hands_nothing_and_the_poll_waits_on(monkeypatch):
@@ -149,4 +151,5 @@ def test_a_task_made_while_no_poll_waits_is_queued_and_claimed():
     assert Task.objects.filter(namespace_id=namespace.id, task_queue=task_queue).count() == 1
     started = asyncio.run(_poll(namespace, task_queue))
     assert started.execution.workflow_id == workflow_id
+    assert started.events is None  # the claim made only the started event: the poll reads the history
     assert not Task.objects.filter(namespace_id=namespace.id).exists()
