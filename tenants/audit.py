@@ -121,7 +121,9 @@ def current() -> AuditContext:
 class PendingEntry:
     """The entry of a call in progress, to be written by the first transaction of the call that commits
     (`write_path.in_transaction`), so a run's change and its entry commit together, in one commit where
-    they took two. If no transaction of the call commits, the transport writes it after the call."""
+    they took two. If no transaction of the call commits, the transport writes it after the call. A caller
+    who goes away while its change commits can leave two entries: the change's `ok`, and the call's
+    `CANCELLED` (before, only the latter, though the change was made)."""
 
     write: Callable[[], object]
     """Insert the entry, in the current transaction."""
