@@ -160,7 +160,10 @@ async def test_a_caller_that_goes_away_keeps_the_turn_until_its_work_ends(monkey
         release.wait(5)
 
     first = asyncio.ensure_future(dbthreads.run_in_turn("run", write, "first"))
-    await asyncio.sleep(0.05)
+    for _ in range(500):  # until a thread runs it
+        if started:
+            break
+        await asyncio.sleep(0.01)
     second = asyncio.ensure_future(dbthreads.run_in_turn("run", write, "second"))
     await asyncio.sleep(0.01)
     first.cancel()
