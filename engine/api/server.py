@@ -15,6 +15,7 @@ from engine.api.metrics import MetricsInterceptor
 from engine.api.ratelimits import NamespaceLimits, RateLimitInterceptor, ShedInterceptor
 from engine.api.servicer import OperatorService, WorkflowService
 from engine.api.tracing import TracingInterceptor
+from engine.services import recent_events
 
 log = logging.getLogger("perdura.api")
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
@@ -72,6 +73,7 @@ def build(address: str, *, db_threads: int = 16, share_port: bool = False) -> gr
     from perdura import ratelimit, tracing
 
     dbthreads.configure(db_threads)
+    recent_events.enable()
     # Installations sharing one Redis (test sessions, say) keep their buckets apart by database name.
     limiter = ratelimit.build(
         settings.PERDURA_RATE_LIMITS,

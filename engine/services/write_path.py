@@ -25,7 +25,7 @@ from engine.history.errors import RunClosed
 from engine.history.mutation import Mutation
 from engine.models import Execution
 from engine.persistence import leases, store
-from engine.services import task_handoff
+from engine.services import recent_events, task_handoff
 from tenants import audit, selectors
 
 T = TypeVar("T")
@@ -118,6 +118,7 @@ def apply_locked(
     result = apply(execution, m)
     with task_handoff.handing_over(execution, m):
         store.persist(execution, m, claimed_task=claimed_task)
+    recent_events.remember_on_commit(execution, m)
     return result
 
 

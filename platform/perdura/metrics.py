@@ -64,6 +64,13 @@ tasks_matched = Counter(
     "made it carried it (eager start, eager activities, a workflow task answered to its completion).",
     ["namespace", "kind", "match"],
 )
+workflow_task_histories = Counter(
+    "perdura_workflow_task_histories",
+    "Histories sent with a workflow task, by where they came from: source=change (the change that started "
+    "the task made all of it), memory (the run's recent changes in this process, "
+    "engine/services/recent_events.py) or database (read after the task's start committed).",
+    ["source"],
+)
 
 # Shards (engine/shards/, engine/persistence/leases.py)
 timer_lateness = Histogram(

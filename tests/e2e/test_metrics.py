@@ -127,6 +127,9 @@ async def test_each_process_exports_request_backlog_and_timer_series(
     assert total(api, "perdura_grpc_errors_total", method="StartWorkflowExecution", code="OK") == 0
     assert total(api, "perdura_tasks_matched_total", namespace="default", kind="workflow") >= 2
     assert total(api, "perdura_tasks_matched_total", namespace="default", kind="activity") >= 1
+    # The workflow task after the activity goes to the worker's sticky queue with the events since its
+    # last task, which this process wrote: they are sent from memory (engine/services/recent_events.py).
+    assert total(api, "perdura_workflow_task_histories_total", source="memory") >= 1
     # The SDK worker's pollers wait between tasks.
     assert matching(api, "perdura_long_polls_waiting", namespace="default", kind="workflow")
 

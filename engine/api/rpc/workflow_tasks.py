@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import grpc
+from perdura import metrics
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import request_response_pb2 as rr
 
@@ -14,8 +15,8 @@ from engine.api.rpc import deployments, resolve, task_queues, waits
 from engine.history.mutation import TaskKind
 from engine.models import Execution
 from engine.persistence import store
+from engine.services import recent_events, workflow_tasks
 from engine.services import workflow_queries as queries
-from engine.services import workflow_tasks
 from tenants.models import Namespace
 
 
@@ -55,11 +56,24 @@ async def poll_workflow_task_queue(
     return await workflow_task_response(namespace, started)
 
 
+_FROM_CHANGE = metrics.workflow_task_histories.labels("change")
+_FROM_MEMORY = metrics.workflow_task_histories.labels("memory")
+_FROM_DATABASE = metrics.workflow_task_histories.labels("database")
+
+
 async def workflow_task_response(
     namespace: Namespace, started: workflow_tasks.StartedWorkflowTask
 ) -> rr.PollWorkflowTaskQueueResponse:
-    """A started workflow task with its history, read after the claim committed."""
-    events = await _history(started.execution, started.first_event_id, started.last_stored_event_id)
+    """A started workflow task with its history: the events of the change that started it when it made all
+    of them, else those this process's recent changes of the run wrote (engine/services/recent_events.py),
+    else read after the claim committed."""
+    first, last = started.first_event_id, started.last_stored_event_id
+    events, source = started.events, _FROM_CHANGE
+    if events is None:
+        events, source = recent_events.history(started.execution, first, last), _FROM_MEMORY
+    if events is None:
+        events, source = await _history(started.execution, first, last), _FROM_DATABASE
+    source.inc()
     return convert.workflow_task_response(namespace, started, events)
 
 
