@@ -9,6 +9,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.api.enums.v1 import TaskQueueKind
 from temporalio.api.taskqueue.v1 import TaskQueue
 
+from engine.history.events import set_time
 from visibility.search_attributes import from_micros
 
 
@@ -16,7 +17,7 @@ def ts(value: datetime | None) -> Timestamp | None:
     if value is None:
         return None
     out = Timestamp()
-    out.FromDatetime(value)
+    set_time(out, value)
     return out
 
 

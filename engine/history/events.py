@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -32,6 +33,17 @@ def attributes(event: HistoryEvent) -> Any:
     field = event.WhichOneof("attributes")
     assert field is not None  # new_event sets the attributes of every event
     return getattr(event, field)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def set_time(target: Timestamp, at: datetime) -> None:
+    """`target.FromDatetime(at)` (a naive `at` taken as UTC), in a tenth of its time: protobuf's goes
+    through a time tuple and calendar.timegm, and every event, task and response carries times."""
+    delta = (at if at.tzinfo is not None else at.replace(tzinfo=UTC)) - _EPOCH
+    target.seconds = delta.days * 86400 + delta.seconds
+    target.nanos = delta.microseconds * 1000
 
 
 def duration(seconds: float) -> Duration:

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 
+from engine.history.events import set_time
 from engine.history.query_consistency import holds_queries
 from engine.history.sources import IdSource
 from engine.history.state import MutableState
@@ -174,7 +175,7 @@ class Mutation:
     def add(self, event: HistoryEvent, at: datetime | None = None) -> HistoryEvent:
         """Append an event now (or with the time it happened), giving it the next id."""
         event.event_id = self.state.next_event_id
-        event.event_time.FromDatetime(at or self.now)
+        set_time(event.event_time, at or self.now)
         self.state.next_event_id += 1
         self.state.history_size += event.ByteSize()
         self.events.append(event)
@@ -186,7 +187,7 @@ class Mutation:
         Returns the event if written now, None if buffered.
         """
         if event.event_type in BUFFERED_TYPES and self.wft_in_flight():
-            event.event_time.FromDatetime(at or self.now)
+            set_time(event.event_time, at or self.now)
             self.state.buffered.append(event.SerializeToString())
             return None
         return self.add(event, at=at)

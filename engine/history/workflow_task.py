@@ -23,7 +23,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 
 from engine.history import limits
 from engine.history.errors import StaleTask
-from engine.history.events import duration, new_event
+from engine.history.events import duration, new_event, set_time
 from engine.history.mutation import Mutation, TaskKind, TimerKind
 from engine.history.state import MutableState, WorkflowTaskInfo
 
@@ -237,13 +237,13 @@ def transient_events(state: MutableState, *, include_unstarted: bool = False) ->
         return []  # events arrived since it was scheduled: it will start as a normal task, with new ids
     scheduled = _scheduled_event(state, wft)
     scheduled.event_id = wft.scheduled_event_id
-    scheduled.event_time.FromDatetime(wft.scheduled_time)
+    set_time(scheduled.event_time, wft.scheduled_time)
     if not wft.started_event_id:
         return [scheduled]
     started = started_event(state, wft, state.history_size)
     started.event_id = wft.started_event_id
     assert wft.started_time is not None
-    started.event_time.FromDatetime(wft.started_time)
+    set_time(started.event_time, wft.started_time)
     return [scheduled, started]
 
 
