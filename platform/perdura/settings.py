@@ -64,6 +64,7 @@ def _database() -> dj_database_url.DBConfig:
     url = env.database_url()
     config = dj_database_url.parse(url, conn_max_age=600)
     if config["ENGINE"] == "django.db.backends.sqlite3":
+        config["ENGINE"] = "perdura.sqlite"
         # IMMEDIATE: a transaction that reads then writes must take the write lock up front, or
         # concurrent writers fail with 'database is locked' instead of waiting (busy timeout).
         config["OPTIONS"] = {
