@@ -10,6 +10,7 @@ runs them in order, as it would have one by one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import connection
 
@@ -45,20 +46,40 @@ def open_group(
             cursor.execute(*delete)
             deleted = cursor.fetchall()
         else:
-            # One query string of three statements: Django's psycopg cursors bind parameters on the client
-            # and send such a string in one message (the simple query protocol), whose answers come back
-            # together, one result set each. Not psycopg's pipeline mode: its flush requests left the
-            # transaction without idle_in_transaction_session_timeout, so a process stopped after them held
-            # the fence and the run locks for as long as it stayed stopped (tests/chaos/test_stale_lease.py).
-            sql = ";\n".join([fence[0], lock_sql + " FOR UPDATE", delete[0]])
-            cursor.execute(sql, fence[1] + runs + delete[1])
-            leases.verify(shard, range_id, cursor.fetchone())
-            cursor.nextset()
-            found = cursor.fetchall()
-            cursor.nextset()
-            deleted = cursor.fetchall()
+            found, deleted = _open_in_one_round_trip(
+                shard, range_id, fence, (lock_sql + " FOR UPDATE", runs), delete
+            )
     executions = [model_rows.instance(Execution, row) for row in found]
     return {e.pk: e for e in executions}, {row[0] for row in deleted}
+
+
+def _open_in_one_round_trip(
+    shard: int,
+    range_id: int,
+    fence: tuple[str, list[Any]],
+    lock: tuple[str, list[Any]],
+    delete: tuple[str, list[Any]],
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Postgres: the fence, the runs' locks and the timers' deletion as one query string of three
+    statements, sent in one message (the simple query protocol) whose answers come back together, one
+    result set each. That needs its parameters bound on the client, so it goes through a client-binding
+    cursor (the connection's own bind on the server, to prepare their statements: settings).
+    Not psycopg's pipeline mode: its flush requests left the transaction without
+    idle_in_transaction_session_timeout, so a process stopped after them held the fence and the run locks
+    for as long as it stayed stopped (tests/chaos/test_stale_lease.py)."""
+    import psycopg
+
+    connection.ensure_connection()
+    raw: Any = psycopg.ClientCursor(connection.connection)  # Django's wrappers take any DB-API cursor
+    wrap = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
+    with wrap(raw) as cursor:
+        cursor.execute(";\n".join([fence[0], lock[0], delete[0]]), fence[1] + lock[1] + delete[1])
+        leases.verify(shard, range_id, cursor.fetchone())
+        cursor.nextset()
+        found = cursor.fetchall()
+        cursor.nextset()
+        deleted = cursor.fetchall()
+    return found, deleted
 
 
 def _marks(values: Sequence[object]) -> str:

@@ -32,6 +32,8 @@ def _admin_url() -> str:
 DATABASES = {
     "default": {
         **dj_database_url.parse(_admin_url().rpartition("/")[0] + "/perdura_pytest"),
+        # As the servers send their statements (the in-process tests run the same SQL).
+        "OPTIONS": postgres_statement_options(),  # noqa: F405
         "TEST": {"NAME": f"test_perdura_pytest_{os.getpid()}"},
     }
 }

@@ -4,7 +4,7 @@ the retention and never the last 30 days; UPDATE and every other DELETE stay ref
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import DatabaseError, connection, transaction
@@ -39,6 +39,13 @@ def remaining() -> set[int]:
 def sql(statement: str, *params) -> None:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(statement, list(params))
+
+
+def forged(cutoff: datetime, statement: str, *params) -> None:
+    """`statement` in a transaction that first sets the prune's setting by hand, as `audit.prune` does."""
+    with transaction.atomic():
+        sql("SELECT set_config('perdura.audit_prune', %s, true)", cutoff.isoformat())
+        sql(statement, *params)
 
 
 def test_prune_deletes_only_the_entries_older_than_the_retention_and_records_itself():
@@ -87,11 +94,7 @@ def test_update_and_other_deletes_are_still_refused_by_the_database():
         with pytest.raises(DatabaseError, match="append-only"):
             sql(statement, old.id)
     with pytest.raises(DatabaseError, match="append-only"):
-        sql(
-            f"SELECT set_config('perdura.audit_prune', %s, true); UPDATE {table} SET outcome = 'x' WHERE id = %s",
-            (clock.now() - timedelta(days=100)).isoformat(),
-            old.id,
-        )
+        forged(clock.now() - timedelta(days=100), f"UPDATE {table} SET outcome = 'x' WHERE id = %s", old.id)
     # With it, only rows older than its cutoff, and never with a cutoff younger than 30 days.
     for cutoff, victim in [
         (clock.now() - timedelta(days=100), recent),
@@ -99,11 +102,7 @@ def test_update_and_other_deletes_are_still_refused_by_the_database():
         (clock.now() - timedelta(days=29), old),
     ]:
         with pytest.raises(DatabaseError, match="append-only"):
-            sql(
-                f"SELECT set_config('perdura.audit_prune', %s, true); DELETE FROM {table} WHERE id = %s",
-                cutoff.isoformat(),
-                victim.id,
-            )
+            forged(cutoff, f"DELETE FROM {table} WHERE id = %s", victim.id)
     assert remaining() == {old.id, recent.id}
     assert AuditEvent.objects.get(pk=old.pk).outcome == "ok"
 
