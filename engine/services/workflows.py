@@ -25,7 +25,7 @@ from engine.history.state import OPEN_STATUSES, ParentInfo
 from engine.models import CurrentRun, Execution
 from engine.persistence import store
 from engine.persistence import visibility as visibility_store
-from engine.services import task_handoff, workflow_tasks
+from engine.services import recent_events, task_handoff, workflow_tasks
 from engine.services.write_path import apply_locked, in_transaction, run_update
 from tenants.models import Namespace
 
@@ -218,6 +218,7 @@ def _start_txn(
     execution = store.new_execution(namespace.id, shard, m)
     with task_handoff.handing_over(execution, m):  # its first task, to a poll waiting in this process
         store.write_new(execution, m)
+    recent_events.remember_on_commit(execution, m)
     if fresh:
         pass
     elif current is None:  # the id's current run was deleted since the claim found it
