@@ -15,9 +15,10 @@ Why what is answered is always what the database holds:
 - a read is answered only when the entry holds every event it asks for, up to the last one the caller
   read under the run's lock: an event written elsewhere shows as a gap, and the history is read instead.
 
-Runs with a data subject are never kept, so an erasure (engine/exports/erasure.py) leaves no payload of
-theirs here; a closed run's entry is dropped. Bounded: `MAX_RUNS` runs, each at most `MAX_RUN_BYTES` of
-events (the oldest go first). Only processes that answer polls keep anything (`enable`).
+A run's close is kept too, so the long poll of an SDK's `result()` is answered its close event from here
+(`close_event`). Runs with a data subject are never kept, so an erasure (engine/exports/erasure.py) leaves
+no payload of theirs here. Bounded: `MAX_RUNS` runs, each at most `MAX_RUN_BYTES` of events (the oldest go
+first). Only processes that answer polls keep anything (`enable`).
 """
 
 from __future__ import annotations
@@ -43,12 +44,14 @@ _runs: OrderedDict[int, _Entry] = OrderedDict()
 
 
 class _Entry:
-    __slots__ = ("events", "sizes", "bytes")
+    __slots__ = ("events", "sizes", "bytes", "close_event_id")
 
     def __init__(self) -> None:
         self.events: list[HistoryEvent] = []
         self.sizes: list[int] = []
         self.bytes = 0
+        self.close_event_id = 0
+        """The run's close event, once a change kept here closed it."""
 
     def extend(self, events: Sequence[HistoryEvent]) -> None:
         for event in events:
@@ -72,19 +75,16 @@ def enable() -> None:
 
 def remember_on_commit(execution: Execution, m: Mutation) -> None:
     """Inside the transaction that persists `m` on `execution`: remember its events once it commits."""
-    if not _enabled or not (m.events or m.closed):
+    if not _enabled or not m.events:
         return
     if subject_of(m.state.search_attributes) is not None:
         return
-    run = execution.pk
-    if m.closed:
-        transaction.on_commit(lambda: forget(run))
-        return
-    events = list(m.events)
-    transaction.on_commit(lambda: _remember(run, events))
+    run, events = execution.pk, list(m.events)
+    close_event_id = m.state.close_event_id if m.closed else 0
+    transaction.on_commit(lambda: _remember(run, events, close_event_id))
 
 
-def _remember(run: int, events: list[HistoryEvent]) -> None:
+def _remember(run: int, events: list[HistoryEvent], close_event_id: int = 0) -> None:
     with _lock:
         entry = _runs.get(run)
         if entry is None or not entry.events or entry.events[-1].event_id + 1 != events[0].event_id:
@@ -93,15 +93,11 @@ def _remember(run: int, events: list[HistoryEvent]) -> None:
         if not entry.events:  # one change over the budget by itself
             _runs.pop(run, None)
             return
+        entry.close_event_id = close_event_id
         _runs[run] = entry
         _runs.move_to_end(run)
         while len(_runs) > MAX_RUNS:
             _runs.popitem(last=False)
-
-
-def forget(run: int) -> None:
-    with _lock:
-        _runs.pop(run, None)
 
 
 def history(execution: Execution, first_event_id: int, last_event_id: int) -> list[HistoryEvent] | None:
@@ -115,6 +111,16 @@ def history(execution: Execution, first_event_id: int, last_event_id: int) -> li
         if first_event_id < held_first or last_event_id > held_last or first_event_id > last_event_id:
             return None
         return entry.events[first_event_id - held_first : last_event_id - held_first + 1]
+
+
+def close_event(execution: Execution) -> HistoryEvent | None:
+    """The closed run's close event, if the change that closed it was kept here, else None."""
+    with _lock:
+        entry = _runs.get(execution.pk)
+        if entry is None or not entry.close_event_id or not entry.events:
+            return None
+        index = entry.close_event_id - entry.events[0].event_id
+        return entry.events[index] if 0 <= index < len(entry.events) else None
 
 
 def clear() -> None:

@@ -1,5 +1,5 @@
 """A run's recent events kept in memory (engine/services/recent_events.py) are exactly what its history holds:
-only committed changes, only gapless stretches, nothing of a run with a data subject, nothing after a close."""
+only committed changes, only gapless stretches, nothing of a run with a data subject; a closed run's close."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import uuid
 import pytest
 from django.db import transaction
 from temporalio.api.common.v1 import Payload, SearchAttributes, WorkflowType
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 
@@ -125,15 +126,19 @@ def test_a_change_that_does_not_commit_is_not_kept(namespace):
     assert recent_events.history(execution, 3, 4) == _stored(execution, 3, 4)
 
 
-def test_a_closed_run_is_forgotten(namespace):
+def test_a_closed_runs_close_event_is_kept(namespace):
     workflow_id = _start(namespace)
     _signal(namespace, workflow_id)
     execution = _run(namespace, workflow_id)
-    assert recent_events.history(execution, 3, 3) is not None
+    assert recent_events.close_event(execution) is None  # open
     workflows.workflow_terminate(
         namespace=namespace, workflow_id=workflow_id, run_id="", reason="done", details=None, identity="t"
     )
-    assert recent_events.history(execution, 3, 3) is None
+    execution = _run(namespace, workflow_id)
+    close = recent_events.close_event(execution)
+    assert close is not None
+    assert [close] == _stored(execution, execution.next_event_id - 1, execution.next_event_id - 1)
+    assert close.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED
 
 
 def test_a_run_with_a_data_subject_is_never_kept(namespace):

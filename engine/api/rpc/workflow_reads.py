@@ -17,7 +17,7 @@ from engine.api.rpc import resolve, waits
 from engine.errors import NotFound
 from engine.history.state import OPEN_STATUSES, RUNNING
 from engine.models import Execution
-from engine.services import archived_runs, reads, run_descriptions
+from engine.services import archived_runs, reads, recent_events, run_descriptions
 from tenants.models import Namespace
 
 HISTORY_WAIT_SECONDS = 20.0
@@ -97,8 +97,10 @@ async def get_workflow_execution_history(
                 history=History(), next_page_token=token(first_event_id)
             )
         # Not waiting, a paused run answers its last event (the `temporal` CLI's describe shows it).
-        read = reads.close_event if execution.status not in OPEN_STATUSES else reads.last_event
-        event = await dbthreads.run(read, execution)
+        closed = execution.status not in OPEN_STATUSES
+        event = recent_events.close_event(execution) if closed else None
+        if event is None:
+            event = await dbthreads.run(reads.close_event if closed else reads.last_event, execution)
         return rr.GetWorkflowExecutionHistoryResponse(history=History(events=[event] if event else []))
     page_size = request.maximum_page_size or DEFAULT_HISTORY_PAGE
     events = await dbthreads.run(
