@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from tests.support import s3, servers
+
+# The suite's SDK workers run workflow code unsandboxed unless a test asks otherwise. The sandbox is the
+# SDK's check of the workflow code's own determinism, inside the worker: the server never sees it, and it
+# was most of the test processes' CPU (two e2e files: 53 s of user time with it, 21 s without). The
+# conformance run (../shared/conformance: the SDK's own tests) keeps the SDK's defaults.
+Worker.__init__.__kwdefaults__["workflow_runner"] = UnsandboxedWorkflowRunner()
 
 SERVER_ENV = {"PERDURA_RETENTION_MIN_SECONDS": "1"}
 """The operator's retention floor lowered, so a retention test waits seconds (tests/e2e/test_retention.py)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from temporalio.client import Client  # noqa: E402
-from temporalio.worker import Worker  # noqa: E402
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
 
 from tests.support.crash_workflows import (  # noqa: E402
     ChaosWorkflow,
@@ -29,6 +29,7 @@ async def main(address: str, task_queue: str) -> None:
         task_queue=task_queue,
         workflows=[CrashWorkflow, CrashChildWorkflow, CrashEverythingWorkflow, ChaosWorkflow],
         activities=[record, record_slow_first, handoff],
+        workflow_runner=UnsandboxedWorkflowRunner(),  # as in the suite's own workers (tests/conftest.py)
     ):
         print("worker ready", flush=True)
         await asyncio.Event().wait()
