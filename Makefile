@@ -34,13 +34,15 @@ lint: $(VENV)/.installed-test
 	$(BIN)/lint-imports
 
 # The suite (on $(TEST_WORKERS) pytest-xdist workers, a file per worker at a time so a module's servers
-# start once; 0: in this process), then the tests that measure time or stop processes alone (the `serial`
-# marker, tests/conftest.py). Arguments for both: make test PYTEST_ARGS=-x. Most tests wait on the
-# servers they start, so three workers pay even on 2 cores (48 to 28 minutes there).
+# start once; 0: in this process), then the tests that measure time or stop processes (the `serial`
+# marker, tests/conftest.py), $(SERIAL_WORKERS) files at a time: a core each on the 2-core machine, where
+# their measures kept wide margins (6 to 3.6 minutes). Arguments for both: make test PYTEST_ARGS=-x.
+# Most tests wait on the servers they start, so three workers pay even on 2 cores (48 to 28 minutes there).
 TEST_WORKERS ?= 3
+SERIAL_WORKERS ?= 2
 test: $(VENV)/.installed-test services lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS)
-	$(BIN)/pytest -m serial $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(SERIAL_WORKERS) --dist loadfile -m serial $(PYTEST_ARGS)
 
 format: $(VENV)/.installed-test
 	$(BIN)/ruff format .

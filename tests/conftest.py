@@ -27,8 +27,9 @@ SERIAL = (
     "tests/browser/test_console_live.py::test_run_history_grows_live_as_signals_arrive",
     "tests/browser/test_console_auth.py::test_live_updates_travel_from_api_to_web_through_redis",
 )
-"""Tests that measure time or stop processes: `make test` runs them after the others, one at a time, so
-a neighbour's CPU does not count as their lateness (the others run in parallel, pytest-xdist)."""
+"""Tests that measure time or stop processes: `make test` runs them after the others, two files at a time
+(a core each on the 2-core machine), so that the rest of the suite's CPU does not count as their lateness
+(the others run three files at a time, pytest-xdist)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
