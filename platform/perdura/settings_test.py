@@ -47,3 +47,7 @@ CACHES = {
 # Redis layer configure it: tests/integration/test_live_hints.py).
 PERDURA_LIVE = "memory"
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# A fast password hasher in this process: the in-process tests sign up and log in hundreds of people, and
+# PBKDF2's million rounds were two fifths of an integration worker's CPU. The servers the tests start run
+# the real settings, and hash as in production.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
