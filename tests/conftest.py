@@ -11,6 +11,9 @@ from tests.support import s3, servers
 # SDK's check of the workflow code's own determinism, inside the worker: the server never sees it, and it
 # was most of the test processes' CPU (two e2e files: 53 s of user time with it, 21 s without). The
 # conformance run (../shared/conformance: the SDK's own tests) keeps the SDK's defaults.
+# An SDK that moved the keyword fails here, rather than leaving the suite silently slow again.
+if "workflow_runner" not in (Worker.__init__.__kwdefaults__ or {}):
+    raise RuntimeError("temporalio.worker.Worker has no workflow_runner keyword default to set")
 Worker.__init__.__kwdefaults__["workflow_runner"] = UnsandboxedWorkflowRunner()
 
 SERVER_ENV = {"PERDURA_RETENTION_MIN_SECONDS": "1"}
