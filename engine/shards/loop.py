@@ -18,7 +18,7 @@ from perdura import clock
 from engine import dbthreads, notify
 from engine.persistence import leases
 from engine.persistence.wakeups import SWEEP_SECONDS
-from engine.shards import budget, namespace_purge, next_due, ownership, timers
+from engine.shards import budget, namespace_purge, next_due, ownership, timers, visibility_index
 from engine.shards.failure_log import FailureLog
 
 log = logging.getLogger("perdura.shards")
@@ -138,6 +138,9 @@ async def run_timer_loop(stop: asyncio.Event, *, owner: str, purge: bool, early:
             if not upcoming
             else min((upcoming[0][0] - clock.now()).total_seconds() - early, SWEEP_SECONDS)
         )
+        if not visibility_index.backoff.ready():
+            # Visibility rows a pass left wait out OpenSearch's backoff (timers.py): look again when it ends.
+            delay = min(delay, visibility_index.backoff.seconds_left())
         waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())]
         await asyncio.wait(waiters, timeout=max(delay, 0.0), return_when=asyncio.FIRST_COMPLETED)
         for w in waiters:

@@ -31,6 +31,7 @@ from engine.shards import (
     retention_pace,
     schedules,
     transfers,
+    visibility_index,
 )
 from engine.shards.budget import Budget
 
@@ -244,12 +245,19 @@ def _pass(shard: int, range_id: int, budget: Budget | None, *, due_by: datetime 
         # work that came due during the pass (a Celery pass's wake-up hint was refused: the lease was
         # its own), so it does not wait for the next hint or sweep.
         while due := _due_queues(shard, clock.now(), may_wait=budget.may_wait):
+            before = done
             if "timers" in due:
                 done += _fire_due(shard, range_id, budget)
             for queue in _SLICED:
                 if queue.name in due and not budget.spent():
                     done += queue.process(shard, range_id, budget=budget.slice(SLICE_SECONDS))
             if budget.spent():
+                break
+            if done == before and not visibility_index.backoff.ready():
+                # A round that moved nothing while OpenSearch is backed off: the rows still due are its
+                # visibility rows (a row that failed this round waits for its retry time), and going
+                # round again only spun, a whole turn of `perdura dev`'s one thread at a time, while
+                # every call waited. The loop comes back when the backoff ends (loop.py).
                 break
     except leases.LeaseLost:
         metrics.shard_lease_lost.labels(str(shard)).inc()

@@ -52,6 +52,11 @@ class _Backoff:
         with self._lock:
             return time.monotonic() >= self.not_before
 
+    def seconds_left(self) -> float:
+        """How long until the next attempt may go out (0 when it may now)."""
+        with self._lock:
+            return max(self.not_before - time.monotonic(), 0.0)
+
     def failed(self) -> float:
         with self._lock:
             self.delay = min(max(self.delay * 2, MIN_BACKOFF), MAX_BACKOFF)
