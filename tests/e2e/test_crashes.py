@@ -69,8 +69,13 @@ async def test_worker_killed_during_an_activity(server, tmp_path):
 
 @pytest.fixture
 def private_production(tmp_path):
-    """Production processes of their own, so killing them does not disturb other tests."""
-    with servers.postgres_database(schema=True) as url, servers.production(tmp_path, url) as running:
+    """Production processes of their own, so killing them does not disturb other tests. A 5 s shard lease,
+    not the default 30: the restarted worker takes the killed one's shards when its lease runs out."""
+    env = {"PERDURA_SHARD_LEASE_SECONDS": "5"}
+    with (
+        servers.postgres_database(schema=True) as url,
+        servers.production(tmp_path, url, env=env) as running,
+    ):
         yield running
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -30,6 +31,10 @@ async def main(address: str, task_queue: str) -> None:
         workflows=[CrashWorkflow, CrashChildWorkflow, CrashEverythingWorkflow, ChaosWorkflow],
         activities=[record, record_slow_first, handoff],
         workflow_runner=UnsandboxedWorkflowRunner(),  # as in the suite's own workers (tests/conftest.py)
+        # A killed worker's sticky queue holds its run's next workflow task until this timeout sends it to
+        # the normal queue, as on the real server (whose matching still counts a poller seen in the last
+        # 10 s as there). The SDK's 10 s made three of these waits 30 of a crash test's 50 s.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
     ):
         print("worker ready", flush=True)
         await asyncio.Event().wait()
