@@ -85,3 +85,21 @@ def test_an_unknown_name_exits_non_zero_with_one_line(dev_server):
         assert done.returncode != 0
         assert done.stderr.strip().count("\n") == 0, done.stderr
         assert "no-such" in done.stderr
+
+
+def test_a_wrong_setting_exits_non_zero_with_what_is_wrong(dev_server):
+    """A master key that is not one: a line that names it, no traceback, and no namespace made."""
+    env = dict(
+        dev_server.env, PERDURA_DATABASE_URL=f"sqlite:///{dev_server.db_file}", PERDURA_MASTER_KEY="abc"
+    )
+    done = subprocess.run(
+        [servers.PERDURA, "namespace", "create", "keyless"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=servers.ROOT,
+    )
+    assert done.returncode != 0
+    assert done.stderr.startswith("perdura namespace: PERDURA_MASTER_KEY must be 32 bytes"), done.stderr
+    assert "Traceback" not in done.stderr
+    assert "keyless" not in dev_server.cli("namespace", "list")
