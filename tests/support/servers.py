@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.support import schemas
+from tests.support import schemas, warm_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PERDURA = str(Path(sys.executable).parent / "perdura")
@@ -76,6 +78,52 @@ def wait_for_log(
     raise RuntimeError(f"{needle!r} did not show in {log} within {timeout}s:\n{log.read_text()[-4000:]}")
 
 
+class WarmCli:
+    """A warm `perdura` (tests/support/warm_cli.py) for one environment: `run` sends it a command."""
+
+    def __init__(self, key: tuple, env: dict[str, str]) -> None:
+        self.key = key
+        self._lock = threading.Lock()
+        self._proc = subprocess.Popen(
+            [sys.executable, warm_cli.__file__],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+
+    def run(self, argv: list[str]) -> tuple[int, str, str]:
+        with self._lock:
+            assert self._proc.stdin is not None
+            assert self._proc.stdout is not None
+            try:
+                self._proc.stdin.write(json.dumps(argv) + "\n")
+                self._proc.stdin.flush()
+                line = self._proc.stdout.readline()
+            except BrokenPipeError:
+                line = ""
+            if not line:
+                self._proc.wait()
+                assert self._proc.stderr is not None
+                raise RuntimeError(
+                    f"the warm perdura exited with {self._proc.returncode}:\n{self._proc.stderr.read()}"
+                )
+        answer = json.loads(line)
+        return answer["returncode"], answer["stdout"], answer["stderr"]
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+
 @dataclass
 class Running:
     """A running Perdura: its gRPC address and the processes behind it."""
@@ -92,8 +140,12 @@ class Running:
     metrics_ports: dict[str, int] = field(default_factory=dict)
     """Each process's metrics port by process name (`perdura dev`, `api`, `worker`, replicas): every server
     of the suite gets free ones, never the shared default."""
+    _warm_cli: WarmCli | None = field(default=None, repr=False)
 
     def stop(self) -> None:
+        if self._warm_cli is not None:
+            self._warm_cli.close()
+            self._warm_cli = None
         for proc in self.processes.values():
             if proc.poll() is None:
                 proc.terminate()
@@ -134,12 +186,25 @@ class Running:
 
     def cli(self, *args: str) -> str:
         """Run a `perdura` operator command (org, namespace, apikey) against this server's database;
-        its standard output."""
+        its standard output. The operator commands run in a fork of a warm `perdura` kept for this
+        server and its environment (tests/support/warm_cli.py); the others in a process of their own."""
         env = dict(self.env, PERDURA_DATABASE_URL=self.database_url or f"sqlite:///{self.db_file}")
-        done = subprocess.run([PERDURA, *args], env=env, capture_output=True, text=True, cwd=ROOT)
-        if done.returncode != 0:
-            raise RuntimeError(f"perdura {' '.join(args)} failed:\n{done.stderr}")
-        return done.stdout
+        if args and args[0] in warm_cli.COMMANDS:
+            returncode, stdout, stderr = self._warm(env).run(list(args))
+        else:
+            done = subprocess.run([PERDURA, *args], env=env, capture_output=True, text=True, cwd=ROOT)
+            returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
+        if returncode != 0:
+            raise RuntimeError(f"perdura {' '.join(args)} failed:\n{stderr}")
+        return stdout
+
+    def _warm(self, env: dict[str, str]) -> WarmCli:
+        key = tuple(sorted(env.items()))
+        if self._warm_cli is None or self._warm_cli.key != key:
+            if self._warm_cli is not None:
+                self._warm_cli.close()
+            self._warm_cli = WarmCli(key, env)
+        return self._warm_cli
 
     def kill(self, name: str) -> None:
         """kill -9 one process and everything it started, as a crashed host or container would lose them
