@@ -331,14 +331,17 @@ def main(argv: list[str] | None = None) -> None:
     # Each process's Postgres sessions carry its role (pg_stat_activity.application_name): an operator can
     # tell the api's connections from the workers', and a test can follow a worker's.
     os.environ.setdefault("PGAPPNAME", f"perdura-{args.command}")
-    from django.core.exceptions import ImproperlyConfigured
-
     try:
         args.func(args)
-    except ImproperlyConfigured as e:
+    except Exception as e:
         # A setting missing or wrong (say, no PERDURA_MASTER_KEY): the message says what to do; a traceback
-        # would bury it.
-        raise SystemExit(f"perdura {args.command}: {e}") from None
+        # would bury it. (Only a command that set Django up can raise it; `export verify` runs without.)
+        if "django" in sys.modules:
+            from django.core.exceptions import ImproperlyConfigured
+
+            if isinstance(e, ImproperlyConfigured):
+                raise SystemExit(f"perdura {args.command}: {e}") from None
+        raise
 
 
 if __name__ == "__main__":
