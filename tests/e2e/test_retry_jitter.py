@@ -187,7 +187,7 @@ class AlwaysFailingWorkflow:
 
 
 async def test_workflow_retries_read_the_start_header(server):
-    """Each retry run starts after the failed run's close less a share of the 3 s interval."""
+    """Each retry run starts after the failed run's close less a share of the 2 s interval."""
     namespace = _namespace(server, "0")
     task_queue = f"tq-{uuid.uuid4()}"
     plain = await Client.connect(server.address, namespace=namespace)
@@ -203,7 +203,7 @@ async def test_workflow_retries_read_the_start_header(server):
                 id=f"jitwf-{uuid.uuid4()}",
                 task_queue=task_queue,
                 retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=3), backoff_coefficient=1, maximum_attempts=4
+                    initial_interval=timedelta(seconds=2), backoff_coefficient=1, maximum_attempts=3
                 ),
             )
             try:
@@ -212,20 +212,20 @@ async def test_workflow_retries_read_the_start_header(server):
                 pass
             runs = [r async for r in plain.list_workflows(f"WorkflowId = '{handle.id}'")]
             runs.sort(key=lambda r: r.start_time)
-            assert len(runs) == 4
+            assert len(runs) == 3
             # A retry run's execution time is when its backoff ends; the previous run closed when it failed.
             gaps[name] = [
                 (later.execution_time - earlier.close_time).total_seconds()
                 for earlier, later in zip(runs, runs[1:], strict=False)
             ]
-            # The rule (engine/history/retry_jitter.py): 3 s less a share drawn from the failed attempt's
+            # The rule (engine/history/retry_jitter.py): 2 s less a share drawn from the failed attempt's
             # identity, and runs of one id start at least RUN_MIN_INTERVAL apart (a run that failed within
             # a few milliseconds of its start waits about that long whatever the draw).
             wanted[name] = [
                 max(
-                    retry_jitter.jittered(3.0, 1.0, f"run|{handle.id}|{earlier.run_id}|{attempt}")
+                    retry_jitter.jittered(2.0, 1.0, f"run|{handle.id}|{earlier.run_id}|{attempt}")
                     if name == "on"
-                    else 3.0,
+                    else 2.0,
                     limits.RUN_MIN_INTERVAL - (earlier.close_time - earlier.execution_time).total_seconds(),
                 )
                 for attempt, earlier in enumerate(runs[:-1], start=1)
@@ -233,5 +233,5 @@ async def test_workflow_retries_read_the_start_header(server):
     print("gaps", {k: [round(g, 3) for g in v] for k, v in gaps.items()}, "wanted", wanted)
     for name in gaps:
         assert all(abs(g - w) < 0.002 for g, w in zip(gaps[name], wanted[name], strict=True)), (gaps, wanted)
-    assert gaps["off"] == pytest.approx([3.0] * 3, abs=0.002), gaps
-    assert min(gaps["on"]) < 2.99, gaps  # the header was read: some draw took a share off
+    assert gaps["off"] == pytest.approx([2.0] * 2, abs=0.002), gaps
+    assert min(gaps["on"]) < 1.99, gaps  # the header was read: some draw took a share off
