@@ -162,6 +162,9 @@ class Mutation:
     """The namespace's default for activities whose retries are exhausted (parking.py): park, not fail."""
     search_attributes_changed: bool = False
     """Set when a change without an event (parking an activity) changed the run's search attributes."""
+    update_settled_without_event: bool = False
+    """Set when an update got its outcome without an event (rejected in a speculative task that leaves no
+    trace): its callers, waiting on the run's new events, are woken all the same."""
     queries_held: bool = field(init=False, default=False)
     """Whether the run held queries for its workflow task before this change: if it stops, they go out."""
 

@@ -115,6 +115,7 @@ def handle_message(m: Mutation, message: Message, *, completed_event_id: int) ->
         if info.stage != ADMITTED:
             raise CommandFailure(_BAD_MESSAGE, f"update {info.update_id!r} was already accepted")
         _finish(state, info, Outcome(failure=rejection.failure))
+        m.update_settled_without_event = True
     elif body.Is(Response.DESCRIPTOR):
         response = _unpacked(body, Response())
         if info.stage != ACCEPTED:

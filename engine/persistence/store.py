@@ -427,12 +427,13 @@ def _row_writes(execution: Execution, m: Mutation) -> list[_Insert | _Delete]:
 
 
 def _wake_ups(execution: Execution, m: Mutation) -> dict[str, int]:
-    """The hints a mutation's rows call for, known before they are written: its run's new events or close,
-    its new tasks, and its timers that come due before the next sweep."""
+    """The hints a mutation's rows call for, known before they are written: its run's new events (or an
+    update's outcome without one) or close, its new tasks, and its timers that come due before the next
+    sweep."""
     keys: dict[str, int] = {}
     if m.closed:
         keys[notify.closed_key(execution.pk)] = 1
-    if m.events:
+    if m.events or m.update_settled_without_event:
         keys[notify.run_key(execution.pk)] = 1
     if m.tasks and not m.closed:
         for t in m.tasks:

@@ -53,6 +53,25 @@ def test_a_rejected_update_leaves_no_events():
     assert done.reset_history_event_id == run.state.last_completed_wft_started_event_id == 3
     assert run.state.workflow_task is None
     assert run.state.updates["u1"].stage == updates.COMPLETED
+    # No event, but its caller waits on the run's new events: the change wakes it all the same.
+    assert run.last.update_settled_without_event
+
+
+def test_a_rejecting_mutation_wakes_the_runs_waiters():
+    """The update's caller waits on the run's key: a rejection in a speculative task, which writes no
+    event, woke it only at its 5 s recheck (a rejected update took 5 s; 10 ms on the real server)."""
+    from engine import notify
+    from engine.models import Execution
+    from engine.persistence import store
+
+    run = idle_run()
+    run.apply(2, updates.admit, request=request("u1"))
+    run.start_wft(3)
+    answer(run, 4, message("u1", Rejection(failure=Failure(message="no"))))
+    execution = Execution(pk=41, shard=3, namespace_id="7d1c2b5e-3f1a-4c6e-9a51-2f0e8d3b6a10")
+    assert notify.run_key(41) in store._wake_ups(execution, run.last)
+    run.apply(5, updates.admit, request=request("u2"))  # scheduled, nothing written
+    assert notify.run_key(41) not in store._wake_ups(execution, run.last)
 
 
 def test_an_accepted_update_writes_the_task_first():
