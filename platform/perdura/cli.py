@@ -206,7 +206,13 @@ def _cmd_worker(args: argparse.Namespace) -> None:
 
     # --quiet: no start-up banner on stdout, where in the JSON format every line must be a log line.
     quiet = ["--quiet"] if logs.is_json() else []
-    app.worker_main([*quiet, "worker", "--loglevel", args.loglevel, "-c", str(args.concurrency), *args.extra])
+    # No mingle and no gossip: they share revoked task ids, clocks and worker events among Celery workers,
+    # none of which Perdura uses (shards are owned through their leases in the database), and mingle's
+    # wait for neighbours held up every worker's start by a second.
+    alone = ["--without-mingle", "--without-gossip"]
+    app.worker_main(
+        [*quiet, "worker", *alone, "--loglevel", args.loglevel, "-c", str(args.concurrency), *args.extra]
+    )
 
 
 SHARD_LOOP = "shards"
