@@ -428,12 +428,14 @@ def _row_writes(execution: Execution, m: Mutation) -> list[_Insert | _Delete]:
 
 def _wake_ups(execution: Execution, m: Mutation) -> dict[str, int]:
     """The hints a mutation's rows call for, known before they are written: its run's new events (or an
-    update's outcome without one) or close, its new tasks, and its timers that come due before the next
-    sweep."""
+    update's outcome, or a standalone activity's change, without one) or close, its new tasks, and its
+    timers that come due before the next sweep."""
     keys: dict[str, int] = {}
     if m.closed:
         keys[notify.closed_key(execution.pk)] = 1
-    if m.events or m.update_settled_without_event:
+    # A standalone activity's host run changes without events (its attempt starts, heartbeats): each change
+    # is what a Describe long poll waits for.
+    if m.events or m.update_settled_without_event or m.state.standalone is not None:
         keys[notify.run_key(execution.pk)] = 1
     if m.tasks and not m.closed:
         for t in m.tasks:

@@ -341,3 +341,17 @@ def test_a_workflow_command_naming_a_host_run_fails_its_task(command_type, field
     failure = run.run_wft(1, command)
     assert failure is not None
     assert "may not begin with the control character U+001F" in failure.message
+
+
+def test_an_attempt_start_wakes_the_describe_long_polls():
+    """A worker taking the attempt writes no event, yet it is the change a Describe with a long poll token
+    waits for: the commit wakes the host run's waiters (it woke them only at their 5 s recheck)."""
+    from engine import notify
+    from engine.models import Execution
+    from engine.persistence import store
+
+    host = Host(request())
+    host.start_attempt(1)
+    assert host.last.events == []
+    execution = Execution(pk=8, shard=2, namespace_id="7d1c2b5e-3f1a-4c6e-9a51-2f0e8d3b6a10")
+    assert notify.run_key(8) in store._wake_ups(execution, host.last)
