@@ -287,9 +287,13 @@ def postgres_database(*, schema: bool = False) -> Iterator[str]:
     no row (a copy of tests/support/schemas.py's template: seconds faster than migrating)."""
     admin = postgres_admin_url()
     name = f"perdura_test_{uuid.uuid4().hex[:10]}"
-    template = f' TEMPLATE "{schemas.postgres_template(admin)}"' if schema else ""
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"{template}')
+        try:
+            template = f' TEMPLATE "{schemas.postgres_template(admin)}"' if schema else ""
+            conn.execute(f'CREATE DATABASE "{name}"{template}')
+        except psycopg.errors.InvalidCatalogName:
+            schemas.forget()  # a run of other migrations replaced the template meanwhile: make ours again
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{schemas.postgres_template(admin)}"')
     base, _, _ = admin.rpartition("/")
     try:
         yield f"{base}/{name}"
