@@ -52,6 +52,8 @@ WARMED = (
 
 def _run_child(argv: list[str], out_fd: int, err_fd: int) -> None:
     """In the forked child: the command's output to the two files, then exit with its status."""
+    # The warm process's standard input is its stream of requests: never a command's to read.
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     code = 0
