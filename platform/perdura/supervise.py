@@ -12,6 +12,7 @@ a Redis blip cost seconds, not an operator's page, wherever Perdura runs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -21,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 log = logging.getLogger("perdura.worker")
 CHILD_ENV = "PERDURA_WORKER_CHILD"
@@ -67,7 +69,8 @@ def run(
 
     Each child is started again on its own when it dies. SIGTERM and SIGINT
     are passed on to every child, which stops as it would alone (within its bound), and the supervisor
-    then exits with their status instead of starting them again. `on_start` runs once logging is set up
+    then exits with their status instead of starting them again; a child still running STOP_SECONDS after
+    the signal is killed, with the processes it started. `on_start` runs once logging is set up
     (the metrics port, perdura/metrics_server.py), `child_exited(pid)` after each child's end.
     """
     from perdura import logs
@@ -79,10 +82,13 @@ def run(
     if on_start is not None:
         on_start()
     stop = threading.Event()
+    stopping_since: list[float] = []
     running: list[subprocess.Popen[bytes] | None] = [None] * len(children)
     statuses = [0] * len(children)
 
     def forward(signum: int, _frame: object) -> None:
+        if not stopping_since:
+            stopping_since.append(time.monotonic())
         stop.set()
         for child in running:
             if child is not None and child.poll() is None:
@@ -117,10 +123,45 @@ def run(
     threads = [threading.Thread(target=keep, args=(i,), daemon=True) for i in range(len(children))]
     for t in threads:
         t.start()
+    killed = False
     for t in threads:
         while t.is_alive():  # joined in steps, so that the main thread runs the signal handlers
             t.join(0.5)
+            if not killed and stopping_since and time.monotonic() - stopping_since[0] > STOP_SECONDS:
+                killed = True
+                _kill_overdue(running, children)
     return max(statuses, key=abs)
+
+
+STOP_SECONDS = 9.0
+"""After a stop signal the children get this long (their own bound is 8 s, perdura/shutdown.py), then they
+and their processes are killed: a stop never hangs. Celery's cold shutdown was seen waiting for ever on the
+pool after a SIGTERM that came with the worker's first task."""
+
+
+def _kill_overdue(running: Sequence[subprocess.Popen[bytes] | None], children: Sequence[Child]) -> None:
+    for child, spec in zip(running, children, strict=True):
+        if child is None or child.poll() is not None:
+            continue
+        log.error("%s did not stop within %.0fs of the stop signal; killing it", spec.what, STOP_SECONDS)
+        for pid in [*_descendants(child.pid), child.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes `pid` started, and theirs (a Celery worker's pool), read from /proc."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            parents.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for kid in parents.get(todo.pop(), []):
+            found.append(kid)
+            todo.append(kid)
+    return found
 
 
 def main_argv() -> list[str]:
