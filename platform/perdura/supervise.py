@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from perdura import shutdown
+
 log = logging.getLogger("perdura.worker")
 CHILD_ENV = "PERDURA_WORKER_CHILD"
 """Set in a child's environment to its role: the child does that work itself instead of supervising."""
@@ -133,9 +135,9 @@ def run(
     return max(statuses, key=abs)
 
 
-STOP_SECONDS = 9.0
-"""After a stop signal the children get this long (their own bound is 8 s, perdura/shutdown.py), then they
-and their processes are killed: a stop never hangs. Celery's cold shutdown was seen waiting for ever on the
+STOP_SECONDS = shutdown.STOP_SECONDS + 1.0
+"""After a stop signal the children get this long (a second past their own bound), then they and their
+processes are killed: a stop never hangs. Celery's cold shutdown was seen waiting for ever on the
 pool after a SIGTERM that came with the worker's first task."""
 
 
